@@ -1,0 +1,37 @@
+"""Who may talk to the agent: the config's allow lists plus the operator's grants and denials
+in the store (`picobridge access ...`), which take effect without a restart."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+
+from bridge.store import Store
+
+# Platforms whose user is the operator at the console: always allowed.
+TRUSTED_PLATFORMS = frozenset({"console"})
+
+
+class AccessPolicy:
+    def __init__(self, store: Store, allow_lists: Mapping[str, Set[str]]) -> None:
+        self._store = store
+        self._allow = allow_lists
+
+    async def allowed(self, platform: str, user_id: str) -> bool:
+        if platform in TRUSTED_PLATFORMS:
+            return True
+        decision = await self._store.access_decision(platform, user_id)
+        if decision is not None:
+            return decision
+        return user_id in self._allow.get(platform, frozenset())
+
+    async def should_tell(self, platform: str, user_id: str) -> bool:
+        """True the first time a stranger writes, so they hear why once, not every time."""
+        return await self._store.first_denial(platform, user_id)
+
+
+def denial_text(platform: str, user_id: str) -> str:
+    return (
+        f"Sorry, this bot only talks to people its operator has allowed.\n"
+        f"Your {platform} user id is `{user_id}`. The operator can let you in with:\n"
+        f"`picobridge access allow {platform}:{user_id}`"
+    )

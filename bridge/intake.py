@@ -1,0 +1,97 @@
+"""The bridge side of the adapter contract (`BridgeLink`): where platform messages come in.
+
+`submit` returns only after the message is committed, so an adapter can then acknowledge it
+to its platform (Telegram offset, Slack ack) knowing a crash cannot lose it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from adapters.base import ChatRef, InboundMessage, ReplyKind, SubmitResult
+from bridge.access import AccessPolicy, denial_text
+from bridge.commands import Commands, parse_command
+from bridge.outbox import Outbox
+from bridge.router import Router
+from bridge.store import Store
+
+log = logging.getLogger("picobridge.intake")
+
+
+class Intake:
+    def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
+                 commands: Commands) -> None:
+        self._store = store
+        self._router = router
+        self._outbox = outbox
+        self._access = access
+        self._commands = commands
+        self.connections: dict[str, bool] = {}
+        self.fatal_error: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.received: dict[str, int] = {}
+        self.duplicates: dict[str, int] = {}
+        self.denied: dict[str, int] = {}
+
+    async def submit(self, message: InboundMessage) -> SubmitResult:
+        chat, platform = message.chat, message.chat.platform
+        if not await self._access.allowed(platform, message.sender_id):
+            self.denied[platform] = self.denied.get(platform, 0) + 1
+            log.info("message from unknown user refused platform=%s user=%s chat=%s", platform,
+                     message.sender_id, chat.key)
+            if await self._access.should_tell(platform, message.sender_id):
+                await self._store.add_reply(
+                    chat, ReplyKind.NOTICE, denial_text(platform, message.sender_id),
+                    reply_to=message.reply_to, private_to=message.sender_id)
+                self._outbox.kick(chat.key)
+            return SubmitResult.DENIED
+        command = parse_command(message.text) if not message.attachments else None
+        if command is not None:
+            return await self._command(command, message)
+        stored = await self._store.record_inbound(message)
+        if stored is None:
+            self.duplicates[platform] = self.duplicates.get(platform, 0) + 1
+            log.info("duplicate ignored platform=%s id=%s", platform, message.platform_message_id)
+            return SubmitResult.DUPLICATE
+        self.received[platform] = self.received.get(platform, 0) + 1
+        log.debug("received platform=%s chat=%s id=%s session=%s", platform, chat.key,
+                  message.platform_message_id, stored.session_id)
+        self._router.enqueue(stored)
+        return SubmitResult.ACCEPTED
+
+    async def _command(self, name: str, message: InboundMessage) -> SubmitResult:
+        platform = message.chat.platform
+        if await self._store.seen(platform, message.platform_message_id):
+            self.duplicates[platform] = self.duplicates.get(platform, 0) + 1
+            return SubmitResult.DUPLICATE
+        reply = await self._commands.run(name, message.chat)
+        if await self._store.record_command(message, reply):
+            self._outbox.kick(message.chat.key)
+        log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
+        return SubmitResult.COMMAND
+
+    async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
+        updated = await self._store.update_text(platform, platform_message_id, text)
+        if updated is None:
+            return False
+        self._router.replace_queued(updated)
+        return True
+
+    async def knows_chat(self, chat: ChatRef) -> bool:
+        return await self._store.has_chat(chat)
+
+    async def get_cursor(self, name: str) -> str | None:
+        return await self._store.get_cursor(name)
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        await self._store.set_cursor(name, value)
+
+    def connection_changed(self, platform: str, connected: bool) -> None:
+        if self.connections.get(platform) != connected:
+            log.info("platform %s %s", platform, "connected" if connected else "disconnected")
+        self.connections[platform] = connected
+
+    def fatal(self, platform: str, reason: str) -> None:
+        log.critical("platform %s failed for good: %s", platform, reason)
+        if not self.fatal_error.done():
+            self.fatal_error.set_result(f"{platform}: {reason}")

@@ -1,0 +1,55 @@
+"""Logging: one line per event, secrets scrubbed as a last line of defence."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterable
+
+# Token shapes redacted even when they are not (or not yet) in the configuration.
+_TOKEN_SHAPES = re.compile(
+    r"\b\d{5,}:[A-Za-z0-9_-]{30,}\b"  # Telegram bot token
+    r"|\bxox[abposr]-[A-Za-z0-9-]{8,}"  # Slack bot/user tokens
+    r"|\bxapp-[A-Za-z0-9-]{8,}"  # Slack app-level token
+)
+_SYSLOG_PRIORITY = {
+    logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2,
+}
+
+
+class RedactingFormatter(logging.Formatter):
+    def __init__(self, fmt: str, secrets: Iterable[str], journald: bool) -> None:
+        super().__init__(fmt)
+        self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+        self._journald = journald
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[REDACTED]")
+        return _TOKEN_SHAPES.sub("[REDACTED]", text)
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self.redact(super().format(record))
+        if self._journald:
+            # sd-daemon(3) priority prefix: journald files each line under its level.
+            return f"<{_SYSLOG_PRIORITY.get(record.levelno, 6)}>{text}"
+        return text
+
+
+def setup_logging(level: str, secrets: Iterable[str]) -> None:
+    journald = bool(os.environ.get("JOURNAL_STREAM"))
+    # journald stamps time itself; elsewhere a timestamp is needed.
+    fmt = "%(levelname)s %(name)s: %(message)s" if journald else (
+        "%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter(fmt, secrets, journald))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # httpx logs every request URL at INFO, and Telegram URLs contain the bot token.
+    for noisy in ("httpx", "httpcore", "aiohttp.access", "slack_bolt", "slack_sdk"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -1,0 +1,120 @@
+"""Delivery of stored replies to the platforms, in order per chat, until they are accepted.
+
+Every reply is committed before delivery starts, so a crash only ever means "send again".
+One delivery task per chat with pending replies: a chat stuck behind a platform's 429 does
+not hold up the others, and within a chat the order is the order the replies were stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+
+from adapters.base import Adapter, DeliveryError, OutgoingReply
+from bridge.store import Store, StoredReply
+
+log = logging.getLogger("picobridge.outbox")
+
+RETRY_FIRST = 1.0
+RETRY_CAP = 60.0
+
+
+class Outbox:
+    def __init__(self, store: Store, adapters: Mapping[str, Adapter]) -> None:
+        self._store = store
+        self._adapters = adapters
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stopping = False
+        self.sent = 0
+        self.failed = 0
+        self.retries = 0
+
+    async def start(self) -> None:
+        for reply in await self._store.pending_replies():
+            self.kick(reply.chat.key)
+
+    def kick(self, chat_key: str) -> None:
+        """There may be new replies for this chat: make sure a delivery task looks."""
+        if self._stopping:
+            return
+        self._dirty.add(chat_key)
+        if chat_key not in self._tasks:
+            self._idle.clear()
+            self._tasks[chat_key] = asyncio.create_task(self._drain(chat_key),
+                                                        name=f"outbox-{chat_key}")
+
+    @property
+    def busy_chats(self) -> int:
+        return len(self._tasks)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def stop(self, grace: float) -> None:
+        """Finish what can be sent within `grace` seconds; the rest stays stored for next run."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace)
+        self._stopping = True
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _drain(self, chat_key: str) -> None:
+        try:
+            while chat_key in self._dirty:
+                self._dirty.discard(chat_key)
+                for reply in await self._store.pending_replies(chat_key):
+                    if not await self._deliver(reply):
+                        return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("delivery task failed chat=%s", chat_key)
+        finally:
+            self._tasks.pop(chat_key, None)
+            if not self._tasks:
+                self._idle.set()
+
+    async def _deliver(self, reply: StoredReply) -> bool:
+        """Send one reply, retrying transient failures; False when the chat cannot be served."""
+        adapter = self._adapters.get(reply.chat.platform)
+        if adapter is None:
+            log.warning("reply %d for %s kept: platform %s is not enabled", reply.id,
+                        reply.chat.key, reply.chat.platform)
+            return False
+        outgoing = OutgoingReply(reply.text, reply.kind, reply.reply_to, reply.answers,
+                                 reply.private_to)
+        delay = RETRY_FIRST
+        while True:
+            try:
+                try:
+                    await adapter.send_reply(reply.chat, outgoing)
+                except DeliveryError:
+                    raise
+                except Exception as exc:
+                    # An adapter bug or an unforeseen library error: keep the reply, retry.
+                    log.exception("adapter %s raised while sending", reply.chat.platform)
+                    raise DeliveryError(exc.__class__.__name__) from exc
+            except DeliveryError as exc:
+                await self._store.mark_send_failed(reply.id, str(exc), permanent=exc.permanent)
+                if exc.permanent:
+                    self.failed += 1
+                    log.error("reply %d to %s failed permanently: %s", reply.id, reply.chat.key,
+                              exc)
+                    return True
+                self.retries += 1
+                wait = exc.retry_after if exc.retry_after is not None else delay
+                log.warning("reply %d to %s not delivered (%s); retry in %.1fs", reply.id,
+                            reply.chat.key, exc, wait)
+                await asyncio.sleep(wait)
+                delay = min(RETRY_CAP, delay * 2)
+                continue
+            await self._store.mark_sent(reply.id)
+            self.sent += 1
+            return True

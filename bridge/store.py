@@ -1,0 +1,453 @@
+"""The durable state: chats and their sessions, every inbound message until its reply is
+delivered, the outbox, platform cursors and access grants.
+
+One aiosqlite connection does all the writing (SQLite allows one writer anyway); a lock keeps
+one coroutine's multi-statement transaction from interleaving with another's. WAL with
+synchronous=NORMAL: a commit survives the daemon being killed at any moment, which is the
+promise made to users; only an OS crash may lose the last few commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from adapters.base import Attachment, ChatRef, InboundMessage, ReplyKind
+from bridge.schema import SchemaError, applied_version, available_migrations, migrate
+
+# Statuses of an inbound message that still wait for the agent.
+OPEN_STATUSES = ("received", "dispatched")
+
+
+class StoreError(Exception):
+    """The database could not be opened or used."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    platform_msg_id: str
+    chat: ChatRef
+    session_id: str
+    sender_id: str
+    text: str
+    attachments: tuple[Attachment, ...]
+    reply_to: str | None
+    status: str
+    attempts: int
+    received_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredReply:
+    id: int
+    chat: ChatRef
+    kind: ReplyKind
+    text: str
+    reply_to: str | None
+    private_to: str | None
+    answers: tuple[str, ...]
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChatInfo:
+    chat: ChatRef
+    session_id: str
+    created_at: float
+    updated_at: float
+    open_messages: int
+
+
+class Store:
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        self._lock = asyncio.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, path: Path, *, migrate_schema: bool = True) -> Store:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = await aiosqlite.connect(path, isolation_level=None)
+        except (OSError, aiosqlite.Error) as exc:
+            raise StoreError(f"cannot open database {path}: {exc}") from None
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            await db.execute("PRAGMA foreign_keys=ON")
+            await db.execute("PRAGMA busy_timeout=5000")
+            if migrate_schema:
+                await migrate(db)
+            else:
+                version = await applied_version(db)
+                latest = len(available_migrations())
+                if version != latest:
+                    raise SchemaError(
+                        f"database schema is at version {version}, this picobridge needs "
+                        f"{latest}; run `picobridge migrate`"
+                    )
+        except SchemaError:
+            await db.close()
+            raise
+        except aiosqlite.Error as exc:
+            await db.close()
+            raise StoreError(f"cannot use database {path}: {exc}") from None
+        return cls(db, path)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def schema_version(self) -> int:
+        return await applied_version(self._db)
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                await self._db.rollback()
+                raise
+            await self._db.commit()
+
+    async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        async with self._db.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        async with self._db.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    # -- chats and sessions ----------------------------------------------------------------
+
+    async def current_session(self, chat: ChatRef) -> str:
+        row = await self._one("SELECT session_id FROM chats WHERE chat_key = ?", (chat.key,))
+        if row:
+            return str(row[0])
+        async with self._tx() as db:
+            return await self._ensure_chat(db, chat)
+
+    async def _ensure_chat(self, db: aiosqlite.Connection, chat: ChatRef) -> str:
+        async with db.execute("SELECT session_id FROM chats WHERE chat_key = ?",
+                              (chat.key,)) as cur:
+            row = await cur.fetchone()
+        if row:
+            return str(row[0])
+        now = time.time()
+        await db.execute(
+            "INSERT INTO chats(chat_key, platform, chat_id, thread_id, session_id, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, '', ?, ?)",
+            (chat.key, chat.platform, chat.chat_id, chat.thread_id, now, now),
+        )
+        return await self._start_session(db, chat, now)
+
+    async def _start_session(self, db: aiosqlite.Connection, chat: ChatRef, now: float) -> str:
+        # Readable by an operator: the chat it belongs to and when it began.
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S")
+        base = f"{chat.session_stem()}.{stamp}"
+        session_id, n = base, 1
+        while await (await db.execute("SELECT 1 FROM sessions WHERE session_id = ?",
+                                      (session_id,))).fetchone():
+            n += 1
+            session_id = f"{base}-{n}"
+        await db.execute("UPDATE sessions SET ended_at = ? WHERE chat_key = ? AND ended_at IS NULL",
+                         (now, chat.key))
+        await db.execute("INSERT INTO sessions(session_id, chat_key, created_at) VALUES (?, ?, ?)",
+                         (session_id, chat.key, now))
+        await db.execute("UPDATE chats SET session_id = ?, updated_at = ? WHERE chat_key = ?",
+                         (session_id, now, chat.key))
+        return session_id
+
+    async def new_session(self, chat: ChatRef) -> str:
+        async with self._tx() as db:
+            await self._ensure_chat(db, chat)
+            return await self._start_session(db, chat, time.time())
+
+    async def chat_for_session(self, session_id: str) -> ChatRef | None:
+        row = await self._one(
+            "SELECT c.platform, c.chat_id, c.thread_id FROM sessions s"
+            " JOIN chats c ON c.chat_key = s.chat_key WHERE s.session_id = ?",
+            (session_id,),
+        )
+        return ChatRef(row[0], row[1], row[2]) if row else None
+
+    async def has_chat(self, chat: ChatRef) -> bool:
+        return await self._one("SELECT 1 FROM chats WHERE chat_key = ?", (chat.key,)) is not None
+
+    async def chats(self, platform: str | None = None) -> list[ChatInfo]:
+        rows = await self._all(
+            "SELECT c.platform, c.chat_id, c.thread_id, c.session_id, c.created_at, c.updated_at,"
+            " (SELECT COUNT(*) FROM inbound i WHERE i.chat_key = c.chat_key"
+            "  AND i.status IN ('received', 'dispatched'))"
+            " FROM chats c WHERE (? IS NULL OR c.platform = ?) ORDER BY c.updated_at DESC",
+            (platform, platform),
+        )
+        return [ChatInfo(ChatRef(r[0], r[1], r[2]), r[3], r[4], r[5], r[6]) for r in rows]
+
+    async def find_chat(self, key_or_session: str) -> ChatRef | None:
+        row = await self._one("SELECT platform, chat_id, thread_id FROM chats WHERE chat_key = ?",
+                              (key_or_session,))
+        if row:
+            return ChatRef(row[0], row[1], row[2])
+        return await self.chat_for_session(key_or_session)
+
+    async def session_history(self, chat: ChatRef) -> list[tuple[str, float, float | None]]:
+        rows = await self._all(
+            "SELECT session_id, created_at, ended_at FROM sessions WHERE chat_key = ?"
+            " ORDER BY created_at, rowid", (chat.key,))
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    # -- inbound ---------------------------------------------------------------------------
+
+    async def record_inbound(self, msg: InboundMessage) -> StoredMessage | None:
+        """Commit a new message to the chat's current session; None when it is a duplicate."""
+        now = time.time()
+        attachments = json.dumps([a.to_json() for a in msg.attachments], ensure_ascii=False)
+        async with self._tx() as db:
+            session_id = await self._ensure_chat(db, msg.chat)
+            cur = await db.execute(
+                "INSERT INTO inbound(platform, platform_msg_id, chat_key, session_id, sender_id,"
+                " sender_name, text, attachments, reply_to, received_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(platform, platform_msg_id) DO NOTHING",
+                (msg.chat.platform, msg.platform_message_id, msg.chat.key, session_id,
+                 msg.sender_id, msg.sender_name, msg.text, attachments, msg.reply_to, now, now),
+            )
+            if cur.rowcount == 0:
+                return None
+            row_id = cur.lastrowid
+        assert row_id is not None
+        return StoredMessage(row_id, msg.platform_message_id, msg.chat, session_id, msg.sender_id,
+                             msg.text, msg.attachments, msg.reply_to, "received", 0, now)
+
+    async def seen(self, platform: str, platform_msg_id: str) -> bool:
+        return await self._one("SELECT 1 FROM inbound WHERE platform = ? AND platform_msg_id = ?",
+                               (platform, platform_msg_id)) is not None
+
+    async def record_command(self, msg: InboundMessage, reply: str) -> bool:
+        """Record a handled bridge command and its reply together; False when seen before."""
+        now = time.time()
+        async with self._tx() as db:
+            session_id = await self._ensure_chat(db, msg.chat)
+            cur = await db.execute(
+                "INSERT INTO inbound(platform, platform_msg_id, chat_key, session_id, sender_id,"
+                " sender_name, text, reply_to, status, received_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'answered', ?, ?)"
+                " ON CONFLICT(platform, platform_msg_id) DO NOTHING",
+                (msg.chat.platform, msg.platform_message_id, msg.chat.key, session_id,
+                 msg.sender_id, msg.sender_name, msg.text, msg.reply_to, now, now),
+            )
+            if cur.rowcount == 0:
+                return False
+            inbound_id = cur.lastrowid
+            out = await db.execute(
+                "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (msg.chat.key, session_id, ReplyKind.NOTICE.value, reply, msg.reply_to, now))
+            await db.execute("UPDATE inbound SET outbox_id = ? WHERE id = ?",
+                             (out.lastrowid, inbound_id))
+            return True
+
+    async def mark_dispatched(self, ids: Iterable[int]) -> None:
+        ids = list(ids)
+        async with self._tx() as db:
+            await db.executemany(
+                "UPDATE inbound SET status = 'dispatched', attempts = attempts + 1,"
+                " updated_at = ? WHERE id = ?", [(time.time(), i) for i in ids])
+
+    async def requeue(self, ids: Iterable[int], *, refund: bool = False) -> None:
+        """Put dispatched messages back in the queue; `refund` un-counts the attempt."""
+        async with self._tx() as db:
+            await db.executemany(
+                "UPDATE inbound SET status = 'received', updated_at = ?,"
+                " attempts = MAX(0, attempts - ?) WHERE id = ? AND status = 'dispatched'",
+                [(time.time(), int(refund), i) for i in ids])
+
+    async def update_text(self, platform: str, platform_msg_id: str,
+                          text: str) -> StoredMessage | None:
+        """Edit a message that has not reached the agent yet; None if it is too late."""
+        async with self._tx() as db:
+            cur = await db.execute(
+                "UPDATE inbound SET text = ?, updated_at = ? WHERE platform = ?"
+                " AND platform_msg_id = ? AND status = 'received'",
+                (text, time.time(), platform, platform_msg_id))
+            if cur.rowcount == 0:
+                return None
+        rows = await self._open_rows("AND i.platform = ? AND i.platform_msg_id = ?",
+                                     (platform, platform_msg_id))
+        return rows[0] if rows else None
+
+    async def drop_queued(self, chat: ChatRef, ids: Iterable[int]) -> int:
+        async with self._tx() as db:
+            cur = await db.executemany(
+                "UPDATE inbound SET status = 'dropped', updated_at = ? WHERE id = ?"
+                " AND chat_key = ? AND status = 'received'",
+                [(time.time(), i, chat.key) for i in ids])
+            return cur.rowcount
+
+    async def open_messages(self) -> list[StoredMessage]:
+        """Messages not yet answered, oldest first: what a restart must dispatch again."""
+        return await self._open_rows("", ())
+
+    async def _open_rows(self, where: str, params: Sequence[Any]) -> list[StoredMessage]:
+        rows = await self._all(
+            "SELECT i.id, i.platform_msg_id, c.platform, c.chat_id, c.thread_id, i.session_id,"
+            " i.sender_id, i.text, i.attachments, i.reply_to, i.status, i.attempts, i.received_at"
+            " FROM inbound i JOIN chats c ON c.chat_key = i.chat_key"
+            f" WHERE i.status IN ('received', 'dispatched') {where} ORDER BY i.id", params)
+        return [
+            StoredMessage(r[0], r[1], ChatRef(r[2], r[3], r[4]), r[5], r[6], r[7],
+                          tuple(Attachment.from_json(a) for a in json.loads(r[8])), r[9], r[10],
+                          r[11], r[12])
+            for r in rows
+        ]
+
+    # -- outbox ----------------------------------------------------------------------------
+
+    async def add_reply(
+        self,
+        chat: ChatRef,
+        kind: ReplyKind,
+        text: str,
+        *,
+        session_id: str | None = None,
+        reply_to: str | None = None,
+        private_to: str | None = None,
+        settles: Sequence[int] = (),
+        settle_status: str = "answered",
+        error: str | None = None,
+    ) -> int:
+        """Queue a reply and, in the same transaction, settle the messages it answers.
+
+        Doing both at once is what makes a crash between them harmless: either the reply is
+        queued and the messages are answered, or neither happened and the turn runs again.
+        """
+        now = time.time()
+        async with self._tx() as db:
+            await self._ensure_chat(db, chat)
+            cur = await db.execute(
+                "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (chat.key, session_id, kind.value, text, reply_to, private_to, now))
+            outbox_id = cur.lastrowid
+            assert outbox_id is not None
+            if settles:
+                await db.executemany(
+                    "UPDATE inbound SET status = ?, outbox_id = ?, error = ?, updated_at = ?"
+                    " WHERE id = ?", [(settle_status, outbox_id, error, now, i) for i in settles])
+        return outbox_id
+
+    async def pending_replies(self, chat_key: str | None = None) -> list[StoredReply]:
+        rows = await self._all(
+            "SELECT o.id, c.platform, c.chat_id, c.thread_id, o.kind, o.text, o.reply_to,"
+            " o.private_to, o.attempts,"
+            " (SELECT json_group_array(i.platform_msg_id) FROM inbound i WHERE i.outbox_id = o.id)"
+            " FROM outbox o JOIN chats c ON c.chat_key = o.chat_key"
+            " WHERE o.status = 'pending' AND (? IS NULL OR o.chat_key = ?) ORDER BY o.id",
+            (chat_key, chat_key))
+        return [
+            StoredReply(r[0], ChatRef(r[1], r[2], r[3]), ReplyKind(r[4]), r[5], r[6], r[7],
+                        tuple(json.loads(r[9])), r[8])
+            for r in rows
+        ]
+
+    async def mark_sent(self, outbox_id: int) -> None:
+        now = time.time()
+        async with self._tx() as db:
+            await db.execute("UPDATE outbox SET status = 'sent', sent_at = ?,"
+                             " attempts = attempts + 1 WHERE id = ?", (now, outbox_id))
+            await db.execute("UPDATE inbound SET status = 'delivered', updated_at = ?"
+                             " WHERE outbox_id = ? AND status = 'answered'", (now, outbox_id))
+
+    async def mark_send_failed(self, outbox_id: int, error: str, *, permanent: bool) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE outbox SET attempts = attempts + 1, error = ?,"
+                " status = CASE WHEN ? THEN 'failed' ELSE status END WHERE id = ?",
+                (error[:500], permanent, outbox_id))
+            if permanent:
+                await db.execute("UPDATE inbound SET status = 'failed', error = ?, updated_at = ?"
+                                 " WHERE outbox_id = ? AND status = 'answered'",
+                                 (error[:500], time.time(), outbox_id))
+
+    # -- cursors ---------------------------------------------------------------------------
+
+    async def get_cursor(self, name: str) -> str | None:
+        row = await self._one("SELECT value FROM cursors WHERE name = ?", (name,))
+        return str(row[0]) if row else None
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO cursors(name, value, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
+                " updated_at = excluded.updated_at", (name, value, time.time()))
+
+    # -- access ----------------------------------------------------------------------------
+
+    async def access_decision(self, platform: str, user_id: str) -> bool | None:
+        """The operator's explicit grant (True) or denial (False), None when never decided."""
+        row = await self._one("SELECT allowed FROM access_grants WHERE platform = ? AND"
+                              " user_id = ?", (platform, user_id))
+        return bool(row[0]) if row else None
+
+    async def set_access(self, platform: str, user_id: str, allowed: bool) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO access_grants(platform, user_id, allowed, changed_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT(platform, user_id) DO UPDATE SET"
+                " allowed = excluded.allowed, changed_at = excluded.changed_at",
+                (platform, user_id, int(allowed), time.time()))
+            # A user denied again is told again the next time they write.
+            await db.execute("DELETE FROM access_notices WHERE platform = ? AND user_id = ?",
+                             (platform, user_id))
+
+    async def access_grants(self) -> list[tuple[str, str, bool, float]]:
+        rows = await self._all("SELECT platform, user_id, allowed, changed_at FROM access_grants"
+                               " ORDER BY platform, user_id")
+        return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+
+    async def first_denial(self, platform: str, user_id: str) -> bool:
+        """Record that this unknown user was told; True only the first time."""
+        async with self._tx() as db:
+            cur = await db.execute(
+                "INSERT INTO access_notices(platform, user_id, notified_at) VALUES (?, ?, ?)"
+                " ON CONFLICT DO NOTHING", (platform, user_id, time.time()))
+            return cur.rowcount > 0
+
+    async def open_for_chat(self, chat_key: str) -> int:
+        """Messages of a chat still waiting for the agent or for delivery."""
+        row = await self._one(
+            "SELECT (SELECT COUNT(*) FROM inbound WHERE chat_key = ?"
+            "  AND status IN ('received', 'dispatched', 'answered'))"
+            " + (SELECT COUNT(*) FROM outbox WHERE chat_key = ? AND status = 'pending')",
+            (chat_key, chat_key))
+        return int(row[0])
+
+    # -- figures ---------------------------------------------------------------------------
+
+    async def counts(self) -> dict[str, int]:
+        rows = await self._all("SELECT status, COUNT(*) FROM inbound GROUP BY status")
+        result = {str(r[0]): int(r[1]) for r in rows}
+        row = await self._one("SELECT COUNT(*) FROM outbox WHERE status = 'pending'")
+        result["outbox_pending"] = int(row[0])
+        return result
+
+    async def oldest_open_age(self) -> float | None:
+        row = await self._one(
+            "SELECT MIN(received_at) FROM inbound WHERE status IN"
+            " ('received', 'dispatched', 'answered')")
+        return None if row is None or row[0] is None else max(0.0, time.time() - float(row[0]))
