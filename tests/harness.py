@@ -1,0 +1,231 @@
+"""Helpers for end-to-end tests: run the real `picobridge` CLI as a subprocess with a TOML config,
+watch its log, and read what the fake agent received.
+
+Tests talk to the daemon only through the fakes (platform and agent) and its process
+boundaries (stdin/stdout, exit code, stderr log)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_picobot.py"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def agent_command(state: Path, *flags: str) -> list[str]:
+    return [sys.executable, str(FAKE_AGENT), "--state", str(state), *flags]
+
+
+def base_config(tmp: Path, *agent_flags: str, **agent: Any) -> dict[str, Any]:
+    """A config with fast health timings suitable for tests, and the fake agent."""
+    return {
+        "state_dir": str(tmp / "state"),
+        "agent": {
+            "command": agent_command(tmp / "agent", *agent_flags),
+            "ready_timeout": 10,
+            "ping_interval": 1,
+            "ping_timeout": 1,
+            "turn_timeout": 30,
+            "shutdown_timeout": 3,
+            **agent,
+        },
+        "log": {"level": "DEBUG"},
+    }
+
+
+def write_config(tmp: Path, config: dict[str, Any], name: str = "config.toml") -> Path:
+    path = tmp / name
+    path.write_text(tomli_w.dumps(config), encoding="utf-8")
+    return path
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PICOBRIDGE_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("NOTIFY_SOCKET", None)
+    env.update(extra or {})
+    return env
+
+
+def picobridge_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bridge", *args]
+
+
+async def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,
+                  timeout: float = 60) -> tuple[int, str, str]:
+    """Run a short-lived picobridge command; returns (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        *picobridge_argv(*args), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=cli_env(env), cwd=REPO)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+class Daemon:
+    """A `picobridge run` (or `chat`) subprocess whose stderr log is collected line by line."""
+
+    def __init__(self, config_path: Path, command: str = "run",
+                 env: dict[str, str] | None = None) -> None:
+        self.config_path = config_path
+        self.command = command
+        self.env = env
+        self.proc: asyncio.subprocess.Process | None = None
+        self.log_lines: list[str] = []
+        self.stdout_lines: list[str] = []
+        self._changed = asyncio.Condition()
+        self._readers: list[asyncio.Task[None]] = []
+
+    async def start(self) -> Daemon:
+        self.proc = await asyncio.create_subprocess_exec(
+            *picobridge_argv(self.command, "--config", str(self.config_path)),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=cli_env(self.env), cwd=REPO)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._readers = [
+            asyncio.create_task(self._collect(self.proc.stderr, self.log_lines)),
+            asyncio.create_task(self._collect(self.proc.stdout, self.stdout_lines)),
+        ]
+        return self
+
+    async def _collect(self, stream: asyncio.StreamReader, into: list[str]) -> None:
+        while True:
+            try:
+                line = await stream.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial
+                if line:
+                    into.append(line.decode("utf-8", "replace"))
+                break
+            except asyncio.LimitOverrunError:
+                line = await stream.read(2**20)
+            into.append(line.decode("utf-8", "replace").rstrip("\n"))
+            async with self._changed:
+                self._changed.notify_all()
+        async with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self.log_lines)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 20,
+                         what: str = "condition") -> None:
+        async def wait() -> None:
+            async with self._changed:
+                await self._changed.wait_for(
+                    lambda: predicate() or (self.proc is not None
+                                            and self.proc.returncode is not None
+                                            and all(r.done() for r in self._readers)))
+        try:
+            await asyncio.wait_for(wait(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"timed out waiting for {what}; log tail:\n"
+                                 + "\n".join(self.log_lines[-40:])) from None
+        if not predicate():
+            raise AssertionError(f"daemon exited ({self.returncode}) before {what}; log tail:\n"
+                                 + "\n".join(self.log_lines[-40:]))
+
+    async def wait_for_log(self, pattern: str, timeout: float = 20) -> str:
+        regex = re.compile(pattern)
+        found: list[str] = []
+
+        def seen() -> bool:
+            found[:] = [line for line in self.log_lines if regex.search(line)]
+            return bool(found)
+
+        await self.wait_until(seen, timeout, f"log line /{pattern}/")
+        return found[0]
+
+    async def send_stdin(self, data: bytes) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        await self.proc.stdin.drain()
+
+    def close_stdin(self) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.returncode
+
+    async def wait(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        await asyncio.gather(*self._readers, return_exceptions=True)
+        return code
+
+    async def stop(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+        return await self.wait(timeout)
+
+    async def kill(self) -> None:
+        """SIGKILL, as an OOM killer or a power cut at the process level would."""
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        await self.wait()
+
+    async def __aenter__(self) -> Daemon:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                await self.stop(timeout=20)
+            except TimeoutError:
+                await self.kill()
+
+
+class AgentJournal:
+    """What the fake agent received, from its journal file (written before it acts)."""
+
+    def __init__(self, state: Path) -> None:
+        self.path = state / "journal.ndjson"
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_bytes().split(b"\n"):
+            if line.strip():
+                with contextlib.suppress(ValueError):
+                    out.append(json.loads(line))
+        return out
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [e["record"] for e in self.entries()
+                if isinstance(e.get("record"), dict) and e["record"].get("type") == "message"]
+
+    def starts(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries() if e.get("event") == "start"]
+
+    async def wait_until(self, predicate: Callable[[AgentJournal], bool], timeout: float = 20,
+                         what: str = "agent journal condition") -> None:
+        # The journal is another process's file: there is no event to await, so look often.
+        deadline = time.monotonic() + timeout
+        while not predicate(self):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.05)
