@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from config.settings import Settings
 
 _KEY_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -175,6 +177,14 @@ class BridgeLink(Protocol):
 
     def connection_changed(self, platform: str, connected: bool) -> None:
         """Adapters report their platform connection state (health, watchdog)."""
+        ...
+
+    def http_app(self) -> web.Application | None:
+        """The daemon's local HTTP server (`http.listen`), None when it is off.
+
+        Adapters that receive webhooks (Slack HTTP mode, Telegram webhook mode) add their
+        routes in `start`; the server begins listening after every adapter has started.
+        """
         ...
 
     def fatal(self, platform: str, reason: str) -> None:

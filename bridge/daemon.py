@@ -16,6 +16,7 @@ from bridge import exit_codes
 from bridge.access import AccessPolicy
 from bridge.agent_process import AgentSupervisor
 from bridge.commands import AgentSummary, Commands
+from bridge.http_server import HttpServer
 from bridge.intake import Intake
 from bridge.outbox import Outbox
 from bridge.picobot_protocol import PicobotCodec
@@ -37,6 +38,7 @@ class Bridge:
     agent: AgentSupervisor
     intake: Intake
     adapters: dict[str, Adapter]
+    http: HttpServer | None = None
 
     def agent_summary(self) -> AgentSummary:
         return AgentSummary(self.agent.state.value, self.agent.pid, self.agent.restarts,
@@ -62,10 +64,12 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     )
     agent = AgentSupervisor(settings.agent, PicobotCodec(), router)
     router.attach_agent(agent)
+    http = HttpServer(settings.http.listen) if settings.http.listen else None
     bridge: Bridge
     commands = Commands(store, router, lambda: bridge.agent_summary())
-    intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands)
-    bridge = Bridge(settings, store, outbox, router, agent, intake, by_platform)
+    intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
+                    http.app if http else None)
+    bridge = Bridge(settings, store, outbox, router, agent, intake, by_platform, http)
     return bridge
 
 
@@ -76,6 +80,8 @@ async def start(bridge: Bridge) -> None:
     for adapter in bridge.adapters.values():
         await adapter.start(bridge.intake)
         log.info("platform %s started", adapter.platform)
+    if bridge.http is not None:
+        await bridge.http.start()
 
 
 async def stop(bridge: Bridge) -> None:
@@ -90,6 +96,8 @@ async def stop(bridge: Bridge) -> None:
             await adapter.stop()
         except Exception:
             log.exception("stopping %s failed", adapter.platform)
+    if bridge.http is not None:
+        await bridge.http.stop()
 
 
 async def run(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from aiohttp import web
+
 from adapters.base import ChatRef, InboundMessage, ReplyKind, SubmitResult
 from bridge.access import AccessPolicy, denial_text
 from bridge.commands import Commands, parse_command
@@ -21,7 +23,8 @@ log = logging.getLogger("picobridge.intake")
 
 class Intake:
     def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
-                 commands: Commands) -> None:
+                 commands: Commands, app: web.Application | None = None) -> None:
+        self._app = app
         self._store = store
         self._router = router
         self._outbox = outbox
@@ -90,6 +93,9 @@ class Intake:
         if self.connections.get(platform) != connected:
             log.info("platform %s %s", platform, "connected" if connected else "disconnected")
         self.connections[platform] = connected
+
+    def http_app(self) -> web.Application | None:
+        return self._app
 
     def fatal(self, platform: str, reason: str) -> None:
         log.critical("platform %s failed for good: %s", platform, reason)

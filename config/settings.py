@@ -220,6 +220,15 @@ class Settings(BaseSettings):
             TomlConfigSettingsSource(settings_cls),
         )
 
+    @model_validator(mode="after")
+    def _listener_for_webhooks(self) -> Settings:
+        if self.http.listen is None:
+            if self.slack.active and self.slack.mode == "http":
+                raise ValueError("slack.mode = 'http' needs http.listen (the events endpoint)")
+            if self.telegram.active and self.telegram.mode == "webhook":
+                raise ValueError("telegram.mode = 'webhook' needs http.listen")
+        return self
+
     @property
     def db_path(self) -> Path:
         return self.state_dir / "picobridge.db"
