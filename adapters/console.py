@@ -50,6 +50,9 @@ class ConsoleAdapter(Adapter):
         self._reader: asyncio.Task[None] | None = None
         self.input_done = asyncio.Event()
         self.reply_printed = asyncio.Event()
+        # Set by `picobridge chat` once the agent is up, so the first /status is truthful and
+        # a broken agent command is reported instead of waited on.
+        self.may_read = asyncio.Event()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Adapter | None:
@@ -85,6 +88,7 @@ class ConsoleAdapter(Adapter):
         return None
 
     async def _read(self, bridge: BridgeLink) -> None:
+        await self.may_read.wait()
         lines = _lines_in_thread(self._stdin)
         count = 0
         try:

@@ -123,6 +123,8 @@ class AgentSupervisor:
         self.restarts = 0
         self.last_error: str | None = None
         self.state_since = time.monotonic()
+        self.first_ready = asyncio.Event()
+        self.start_failures = 0  # consecutive starts that never reached ready
 
     # -- public ----------------------------------------------------------------------------
 
@@ -182,6 +184,7 @@ class AgentSupervisor:
             if self._stopping.is_set():
                 break
             self.last_error = reason
+            self.start_failures = 0 if ready_at is not None else self.start_failures + 1
             await self._listener.agent_lost(reason)
             if ready_at is not None and time.monotonic() - ready_at >= STABLE_AFTER:
                 failures = 0
@@ -271,6 +274,7 @@ class AgentSupervisor:
         self._ready_at = time.monotonic()
         self.last_pong = time.time()
         self._set_state(AgentState.READY)
+        self.first_ready.set()
         log.info("agent ready pid=%d", child.pid)
         await self._listener.agent_ready()
         while True:

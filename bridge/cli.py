@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bridge import __version__, exit_codes
 from bridge.logs import setup_logging
@@ -140,6 +142,8 @@ async def _chat(settings: Settings) -> int:
     store = await _open_store(settings)
 
     async def finished(bridge: daemon.Bridge) -> None:
+        await _agent_up(bridge)
+        console.may_read.set()
         await console.input_done.wait()
         await daemon.wait_until_settled(bridge, CONSOLE_CHAT.key, console.reply_printed)
 
@@ -147,6 +151,16 @@ async def _chat(settings: Settings) -> int:
         return await daemon.run(settings, store, [console], finished=finished)
     finally:
         await store.close()
+
+
+async def _agent_up(bridge: Any) -> None:
+    """Wait for the agent's first ready; give up after a few failed starts in a row."""
+    agent = bridge.agent
+    while not agent.first_ready.is_set():
+        if agent.start_failures >= 3 or (agent.last_error or "").startswith("agent command"):
+            raise CliError(f"the agent cannot start: {agent.last_error}", exit_codes.AGENT)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(agent.first_ready.wait(), 0.2)
 
 
 async def _migrate(settings: Settings) -> int:

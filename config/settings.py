@@ -304,7 +304,7 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -
     path = path if explicit else default_config_path(environ)
     where = f" in {path}" if path else ""
     if path is not None:
-        if not path.is_file():
+        if not path.exists() or path.is_dir():
             raise ConfigError(f"config file {path} does not exist"
                               + ("" if explicit else " (from PICOBRIDGE_CONFIG)"))
         try:

@@ -9,7 +9,8 @@ Run: ``python fake_picobot.py --state DIR [flags]``.  Flags: ``--no-ready``,
 ``--journal``, ``--startup-stderr``, ``--progress-session``.
 
 Directives are whole words in a message's (attachment-expanded) content: ``#crash``,
-``#crash-once``, ``#hang``, ``#hang-once``, ``#slow=N``, ``#slow-once=N``, ``#garbage``,
+``#crash-once``, ``#hang``, ``#hang-once``, ``#hang-after`` (answer once, then stop answering
+anything), ``#slow=N``, ``#slow-once=N``, ``#garbage``,
 ``#huge=N``, ``#unicode``, ``#double``, ``#later=N``, ``#stderr``, ``#error``, ``#tool``.
 ``#crash``/``#hang`` act as soon as the line is read (even behind a busy turn); the others act
 when the message's turn comes (messages are worked one at a time, in arrival order).
@@ -338,6 +339,10 @@ class FakeAgent:
             self.emit(
                 {"type": "response", "content": f"second answer: {content}", "session": session}
             )
+        if has_flag(content, "hang-after") and self.first_time("hang-after", content):
+            # Wedged while idle: the turn is answered, then nothing (pings included) is.
+            self.journal({"event": "hang"})
+            self.hung.set()
         later = number_arg(content, "later")
         if later is not None:
             unsolicited = {"type": "response", "content": f"later: {content}", "session": session}
