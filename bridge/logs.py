@@ -51,5 +51,6 @@ def setup_logging(level: str, secrets: Iterable[str]) -> None:
     root.addHandler(handler)
     root.setLevel(level)
     # httpx logs every request URL at INFO, and Telegram URLs contain the bot token.
-    for noisy in ("httpx", "httpcore", "aiohttp.access", "slack_bolt", "slack_sdk"):
+    for noisy in ("httpx", "httpcore", "aiohttp.access", "slack_bolt", "slack_sdk", "aiosqlite",
+                  "asyncio", "telegram"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
