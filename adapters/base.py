@@ -163,6 +163,11 @@ class BridgeLink(Protocol):
         """Record a message durably (returns only after the commit) and queue it for the agent."""
         ...
 
+    async def is_allowed(self, platform: str, user_id: str) -> bool:
+        """Whether this user may reach the agent. `submit` checks this itself; adapters ask
+        first only to avoid fetching what a stranger sent (file downloads)."""
+        ...
+
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
         """Replace the text of a message that is still waiting for its turn (edits)."""
         ...

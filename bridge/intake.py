@@ -73,6 +73,9 @@ class Intake:
         log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
         return SubmitResult.COMMAND
 
+    async def is_allowed(self, platform: str, user_id: str) -> bool:
+        return await self._access.allowed(platform, user_id)
+
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
         updated = await self._store.update_text(platform, platform_message_id, text)
         if updated is None:

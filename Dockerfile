@@ -1,0 +1,54 @@
+# syntax=docker/dockerfile:1
+# picobridge container image. The agent (picobot) is not included: add it in a derived image,
+# see docs/operations.md ("Docker").
+#
+#   docker build -t picobridge .
+#   docker run -d --name picobridge -v picobridge:/var/lib/picobridge \
+#     -e PICOBRIDGE_TELEGRAM__TOKEN=... picobridge
+
+# --- build: wheels for picobridge and every dependency ------------------------------------
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY . .
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+# --- runtime: only the installed wheels, no source tree, no build tools --------------------
+FROM python:3.11-slim
+
+# Installing from the build stage's wheels only (--no-index) makes the image match what was
+# built and tested, and the bind mount keeps the wheel files themselves out of every layer.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links /wheels picobridge
+
+# A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it and volume ownership is
+# predictable; its home is the state directory, where the agent may keep its own files.
+RUN groupadd --system --gid 10001 picobridge \
+    && useradd --system --uid 10001 --gid picobridge --home-dir /var/lib/picobridge \
+        --shell /usr/sbin/nologin picobridge \
+    && install -d -o picobridge -g picobridge -m 0700 /var/lib/picobridge
+
+# PICOBRIDGE_HTTP__LISTEN: all interfaces inside the container so a published port works;
+# `picobridge health` (the HEALTHCHECK) asks 127.0.0.1. It overrides http.listen from a config
+# file, so change the port here (-e) rather than there.
+# CREDENTIALS_DIRECTORY: Docker and Compose secrets appear in /run/secrets; settings read
+# telegram_token, slack_bot_token, slack_app_token and slack_signing_secret from it exactly
+# like systemd credentials. Files that are absent are simply not used.
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PICOBRIDGE_STATE_DIR=/var/lib/picobridge \
+    PICOBRIDGE_HTTP__LISTEN=0.0.0.0:8787 \
+    CREDENTIALS_DIRECTORY=/run/secrets
+
+USER 10001:10001
+WORKDIR /var/lib/picobridge
+VOLUME /var/lib/picobridge
+EXPOSE 8787
+
+# The agent may need up to agent.ready_timeout (30 s) to come up before the first verdict.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
+    CMD ["picobridge", "health"]
+
+# `run` shuts down cleanly on SIGTERM; Docker's default 10 s stop timeout is short for a turn
+# in flight: use `docker stop -t 60` / `stop_grace_period: 60s`.
+ENTRYPOINT ["picobridge"]
+CMD ["run"]

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config.settings import ConfigError, load_settings
+
+TOKEN = "123456789:AAHsecretsecretsecretsecretsecret12"
+
+
+def write(tmp: Path, text: str) -> Path:
+    path = tmp / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("PICOBRIDGE_") or key == "CREDENTIALS_DIRECTORY":
+            monkeypatch.delenv(key)
+
+
+def test_defaults_match_the_design(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, ""))
+    assert settings.state_dir == Path("/var/lib/picobridge")
+    assert settings.agent.command == ["picobot", "agent", "--json"]
+    a = settings.agent
+    assert (a.ready_timeout, a.ping_interval, a.ping_timeout, a.turn_timeout) == (30, 15, 10, 600)
+    assert a.max_in_flight == 1 and settings.bridge.coalesce is True
+    assert not settings.telegram.active and not settings.slack.active
+    assert settings.telegram.base_url == "https://api.telegram.org/bot"
+    assert settings.slack.base_url == "https://slack.com/api/" and settings.slack.mode == "socket"
+    assert settings.telegram.allowed_users == [] and settings.http.listen is None
+
+
+def test_toml_then_environment_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, f'state_dir = "/srv/pb"\n[telegram]\ntoken = "{TOKEN}"\n'
+                           "allowed_users = [1, 2]\n[agent]\nping_interval = 5\n")
+    monkeypatch.setenv("PICOBRIDGE_AGENT__COMMAND", '["picobot", "agent", "--json", "-v"]')
+    monkeypatch.setenv("PICOBRIDGE_AGENT__PING_INTERVAL", "7")
+    monkeypatch.setenv("PICOBRIDGE_TELEGRAM__ALLOWED_USERS", "[3]")
+    settings = load_settings(path)
+    assert settings.state_dir == Path("/srv/pb")
+    assert settings.agent.command[-1] == "-v"
+    assert settings.agent.ping_interval == 7
+    assert settings.telegram.allowed_users == [3]
+    assert settings.telegram.active and settings.telegram.token is not None
+
+
+def test_config_path_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, 'state_dir = "/from/env"\n')
+    monkeypatch.setenv("PICOBRIDGE_CONFIG", str(path))
+    assert load_settings(None).state_dir == Path("/from/env")
+
+
+def test_systemd_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "telegram_token").write_text(TOKEN + "\n")
+    (creds / "slack_bot_token").write_text("xoxb-1-abc")
+    (creds / "slack_app_token").write_text("xapp-1-abc")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    settings = load_settings(write(tmp_path, "[slack]\nallowed_users = ['U1']\n"))
+    assert settings.telegram.token is not None
+    assert settings.telegram.token.get_secret_value() == TOKEN
+    assert settings.slack.active and settings.slack.allowed_users == ["U1"]
+
+
+def test_unknown_key_names_key_and_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[telegram]\ntokne = 'x'\n[agent]\nping_intervall = 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert "unknown key 'telegram.tokne' (did you mean 'telegram.token'?)" in message
+    assert "unknown key 'agent.ping_intervall'" in message
+    assert str(path) in message
+
+
+def test_unknown_environment_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PICOBRIDGE_TELEGRAM__TOKNE", "x")
+    with pytest.raises(ConfigError, match=r"unknown key 'telegram.tokne'"):
+        load_settings(write(tmp_path, ""))
+
+
+def test_placeholder_token_rejected_without_echoing(tmp_path: Path) -> None:
+    path = write(tmp_path, '[telegram]\ntoken = "123456:REPLACE-WITH-YOUR-BOT-TOKEN"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert "telegram.token still holds the example placeholder" in str(info.value)
+    assert "REPLACE-WITH" not in str(info.value)
+
+
+def test_invalid_values_never_echo_secrets(tmp_path: Path) -> None:
+    # A token where a list is expected: pydantic's default message would include the input.
+    path = write(tmp_path, f'[telegram]\ntoken = "{TOKEN}"\nallowed_users = "{TOKEN}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert "telegram.allowed_users" in str(info.value)
+    assert TOKEN not in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("[telegram]\nenabled = true\n", "telegram.enabled is true but telegram.token is not set"),
+    ("[slack]\nbot_token = 'xoxb-1'\n", "slack.mode = 'socket' needs slack.app_token"),
+    ("[slack]\nbot_token = 'xoxb-1'\nmode = 'http'\nsigning_secret = 's'\n",
+     "slack.mode = 'http' needs http.listen"),
+    ("[http]\nlisten = 'nonsense'\n", "http.listen must be host:port"),
+    ("[agent]\nping_interval = -1\n", "agent.ping_interval"),
+    ("state_dir = [", "is not valid TOML"),
+])
+def test_invalid_configurations(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected.replace("(", r"\(").replace(".", r"\.")):
+        load_settings(write(tmp_path, text))
+
+
+def test_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml")
+
+
+def test_shipped_example_config_is_valid_except_placeholders(tmp_path: Path) -> None:
+    from importlib import resources
+
+    example = resources.files("config").joinpath("example.toml").read_text(encoding="utf-8")
+    # As shipped, the placeholders are refused ...
+    with pytest.raises(ConfigError, match="example placeholder"):
+        load_settings(write(tmp_path, example))
+    # ... and every other key in it is a real key with a valid value.
+    lines = [line for line in example.splitlines() if "REPLACE" not in line]
+    load_settings(write(tmp_path, "\n".join(lines)))
+
+
+def test_example_config_documents_every_key(tmp_path: Path) -> None:
+    import re
+    from importlib import resources
+
+    from pydantic import BaseModel
+
+    from config.settings import Settings
+
+    example = resources.files("config").joinpath("example.toml").read_text(encoding="utf-8")
+    # Uncomment every `# key = value` line and swap the placeholders for usable dummies.
+    text = re.sub(r"^# ([a-z_]+ = )", r"\1", example, flags=re.M)
+    text = text.replace("REPLACE-WITH-YOUR-BOT-TOKEN", "dummy").replace(
+        "REPLACE-WITH-YOUR-APP-TOKEN", "dummy")
+    settings = load_settings(write(tmp_path, text))
+    assert settings.telegram.active and settings.slack.active
+
+    documented = set()
+    section = ""
+    for line in text.splitlines():
+        if m := re.match(r"^\[(\w+)\]$", line):
+            section = m[1] + "."
+        elif m := re.match(r"^([a-z_]+) = ", line):
+            documented.add(section + m[1])
+    expected = set()
+    for name, field in Settings.model_fields.items():
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            expected |= {f"{name}.{k}" for k in sub.model_fields}
+        else:
+            expected.add(name)
+    assert expected - documented == set()

@@ -1,0 +1,253 @@
+"""The router with a real store and outbox, a scripted agent port and a recording adapter."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from adapters.base import (
+    Adapter,
+    BridgeLink,
+    ChatRef,
+    InboundMessage,
+    Outcome,
+    OutgoingReply,
+    ProgressEvent,
+    ProgressKind,
+    ReplyKind,
+)
+from bridge.agent import AgentRequest, Failure, Progress, Reply
+from bridge.outbox import Outbox
+from bridge.router import Router
+from bridge.store import Store
+
+
+class Recorder(Adapter):
+    platform = "test"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, OutgoingReply]] = []
+        self.progress: list[tuple[str, ProgressEvent | Outcome]] = []
+        self.changed = asyncio.Condition()
+
+    @classmethod
+    def from_settings(cls, settings: object) -> Adapter | None:  # type: ignore[override]
+        return None
+
+    async def start(self, bridge: BridgeLink) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
+        self.sent.append((chat.chat_id, reply))
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
+        self.progress.append((chat.chat_id, event))
+
+    async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
+        self.progress.append((chat.chat_id, outcome))
+
+    async def wait_sent(self, n: int) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: len(self.sent) >= n), 5)
+
+
+@dataclass
+class ScriptedAgent:
+    requests: asyncio.Queue[AgentRequest] = field(default_factory=asyncio.Queue)
+    restarts: list[str] = field(default_factory=list)
+    restarted: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def send(self, request: AgentRequest) -> None:
+        await self.requests.put(request)
+
+    def restart(self, reason: str) -> None:
+        self.restarts.append(reason)
+        self.restarted.set()
+
+    async def next(self) -> AgentRequest:
+        return await asyncio.wait_for(self.requests.get(), 5)
+
+
+@dataclass
+class Rig:
+    store: Store
+    router: Router
+    agent: ScriptedAgent
+    adapter: Recorder
+    n: int = 0
+
+    async def submit(self, chat_id: str, text: str) -> None:
+        self.n += 1
+        stored = await self.store.record_inbound(InboundMessage(
+            chat=ChatRef("test", chat_id), sender_id="u", text=text,
+            platform_message_id=f"{chat_id}-{self.n}", reply_to=f"r{self.n}"))
+        assert stored is not None
+        self.router.enqueue(stored)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
+    opts = getattr(request, "param", {})
+    store = await Store.open(tmp_path / "r.db")
+    adapter = Recorder()
+    outbox = Outbox(store, {"test": adapter})
+    router = Router(store, outbox, {"test": adapter}, max_in_flight=opts.get("max_in_flight", 1),
+                    turn_timeout=opts.get("turn_timeout", 60), max_attempts=3,
+                    coalesce=opts.get("coalesce", True))
+    agent = ScriptedAgent()
+    router.attach_agent(agent)
+    await router.start()
+    yield Rig(store, router, agent, adapter)
+    await router.stop(0)
+    await outbox.stop(0)
+    await store.close()
+
+
+async def test_chats_are_served_round_robin(rig: Rig) -> None:
+    await rig.submit("busy", "b0")
+    await rig.router.agent_ready()
+    first = await rig.agent.next()
+    await rig.submit("busy", "b1")
+    await rig.submit("busy", "b2")
+    await rig.submit("quiet", "q0")
+    # The busy chat's remaining messages coalesce, but the quiet chat goes next.
+    await rig.router.agent_event(Reply(first.session, "answer b0"))
+    second = await rig.agent.next()
+    assert second.text == "q0"
+    await rig.router.agent_event(Reply(second.session, "answer q0"))
+    third = await rig.agent.next()
+    assert third.text == "b1\n\nb2"
+    await rig.router.agent_event(Reply(third.session, "answer b1 b2"))
+    await rig.adapter.wait_sent(3)
+    assert [(c, r.text) for c, r in rig.adapter.sent] == [
+        ("busy", "answer b0"), ("quiet", "answer q0"), ("busy", "answer b1 b2")]
+    assert rig.adapter.sent[2][1].answers == ("busy-2", "busy-3")
+    assert first.text == "b0"
+
+
+@pytest.mark.parametrize("rig", [{"coalesce": False}], indirect=True)
+async def test_without_coalescing_each_message_is_a_turn(rig: Rig) -> None:
+    await rig.submit("a", "one")
+    await rig.submit("a", "two")
+    await rig.router.agent_ready()
+    first = await rig.agent.next()
+    await rig.router.agent_event(Reply(first.session, "1"))
+    second = await rig.agent.next()
+    assert (first.text, second.text) == ("one", "two")
+
+
+@pytest.mark.parametrize("rig", [{"max_in_flight": 2}], indirect=True)
+async def test_max_in_flight_bounds_turns_across_chats(rig: Rig) -> None:
+    for chat in ("a", "b", "c"):
+        await rig.submit(chat, chat)
+    await rig.router.agent_ready()
+    got = {(await rig.agent.next()).text, (await rig.agent.next()).text}
+    assert got == {"a", "b"} and rig.agent.requests.empty()
+    assert rig.router.in_flight == 2
+    session_a = await rig.store.current_session(ChatRef("test", "a"))
+    await rig.router.agent_event(Reply(session_a, "done a"))
+    assert (await rig.agent.next()).text == "c"
+
+
+async def test_records_without_session_belong_to_the_single_turn(rig: Rig) -> None:
+    await rig.submit("a", "hello")
+    await rig.router.agent_ready()
+    await rig.agent.next()
+    await rig.router.agent_event(Progress(None, "text", "hel"))
+    await rig.router.agent_event(Progress(None, "tool_start", tool="ls"))
+    await rig.router.agent_event(Reply(None, "hello back"))
+    await rig.adapter.wait_sent(1)
+    kinds = [e.kind if isinstance(e, ProgressEvent) else e for _, e in rig.adapter.progress]
+    assert kinds == [ProgressKind.STARTED, ProgressKind.TEXT, ProgressKind.TOOL_START,
+                     Outcome.DONE]
+    started = rig.adapter.progress[0][1]
+    assert isinstance(started, ProgressEvent) and started.message_ids == ("r1",)
+    assert rig.adapter.sent[0][1].reply_to == "r1"
+
+
+async def test_response_without_turn_goes_to_the_session_chat(rig: Rig) -> None:
+    await rig.submit("a", "hello")
+    await rig.router.agent_ready()
+    req = await rig.agent.next()
+    await rig.router.agent_event(Reply(req.session, "answer"))
+    await rig.router.agent_event(Reply(req.session, "reminder: water the plants"))
+    await rig.router.agent_event(Reply("no-such-session", "lost"))
+    await rig.adapter.wait_sent(2)
+    assert [(c, r.kind) for c, r in rig.adapter.sent] == [
+        ("a", ReplyKind.ANSWER), ("a", ReplyKind.UNSOLICITED)]
+
+
+async def test_agent_error_ends_the_turn_and_tells_the_user(rig: Rig) -> None:
+    await rig.submit("a", "hello")
+    await rig.router.agent_ready()
+    await rig.agent.next()
+    await rig.router.agent_event(Failure(None, "model overloaded", "agent_error"))
+    await rig.adapter.wait_sent(1)
+    reply = rig.adapter.sent[0][1]
+    assert reply.kind is ReplyKind.ERROR and "model overloaded" in reply.text
+    assert (await rig.store.counts()).get("failed") == 1
+
+
+async def test_lost_turn_is_retried_then_given_up(rig: Rig) -> None:
+    await rig.submit("a", "poison")
+    await rig.submit("b", "fine")
+    await rig.router.agent_ready()
+    for attempt in range(1, 4):
+        request = await rig.agent.next()
+        assert request.text == "poison"
+        await rig.router.agent_lost(f"crash {attempt}")
+        await rig.router.agent_ready()
+    # After the third loss the user is told and the other chat is served.
+    assert (await rig.agent.next()).text == "fine"
+    await rig.adapter.wait_sent(1)
+    chat, reply = rig.adapter.sent[0]
+    assert chat == "a" and reply.kind is ReplyKind.ERROR
+    assert "failed 3 times" in reply.text and "crash 3" in reply.text
+
+
+@pytest.mark.parametrize("rig", [{"turn_timeout": 0.2}], indirect=True)
+async def test_silent_turn_asks_for_a_restart(rig: Rig) -> None:
+    await rig.submit("a", "hello")
+    await rig.router.agent_ready()
+    await rig.agent.next()
+    await asyncio.wait_for(rig.agent.restarted.wait(), 5)
+    assert rig.agent.restarts[0].startswith("turn timeout after 0.2s")
+
+
+async def test_stop_drops_only_queued_messages(rig: Rig) -> None:
+    await rig.submit("a", "running")
+    await rig.router.agent_ready()
+    await rig.agent.next()
+    await rig.submit("a", "queued 1")
+    await rig.submit("a", "queued 2")
+    assert rig.router.status(ChatRef("test", "a")).queued == 2
+    assert await rig.router.drop_queued(ChatRef("test", "a")) == 2
+    assert (await rig.store.counts()).get("dropped") == 2
+    assert rig.router.status(ChatRef("test", "a")).turn_running_for is not None
+
+
+async def test_restart_resumes_unanswered_messages(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "r.db")
+    stored = await store.record_inbound(InboundMessage(
+        chat=ChatRef("test", "a"), sender_id="u", text="survivor", platform_message_id="x"))
+    assert stored is not None
+    await store.mark_dispatched([stored.id])  # the daemon died mid-turn
+    adapter = Recorder()
+    outbox = Outbox(store, {"test": adapter})
+    router = Router(store, outbox, {"test": adapter}, max_in_flight=1, turn_timeout=60,
+                    max_attempts=3, coalesce=True)
+    agent = ScriptedAgent()
+    router.attach_agent(agent)
+    await router.start()
+    await router.agent_ready()
+    assert (await agent.next()).text == "survivor"
+    await router.stop(0)
+    await outbox.stop(0)
+    await store.close()

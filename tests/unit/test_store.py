@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.base import ChatRef, InboundMessage, ReplyKind
+from bridge.schema import SchemaError, available_migrations
+from bridge.store import Store
+
+CHAT = ChatRef("telegram", "-100123", "7")
+
+
+def msg(n: int, chat: ChatRef = CHAT, text: str = "hi") -> InboundMessage:
+    return InboundMessage(chat=chat, sender_id="42", text=f"{text} {n}",
+                          platform_message_id=f"m{n}", reply_to=str(n))
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await Store.open(tmp_path / "db" / "picobridge.db")
+    yield s
+    await s.close()
+
+
+async def test_migrations_are_recorded_and_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "p.db"
+    s = await Store.open(path)
+    assert await s.schema_version() == len(available_migrations())
+    await s.close()
+    s = await Store.open(path)  # nothing to apply the second time
+    assert await s.schema_version() == len(available_migrations())
+    await s.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_refuses_a_database_from_a_newer_picobridge(tmp_path: Path) -> None:
+    path = tmp_path / "p.db"
+    await (await Store.open(path)).close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO schema_migrations VALUES (999, 'future', 0)")
+    with pytest.raises(SchemaError, match="newer than this picobridge"):
+        await Store.open(path)
+
+
+async def test_inbound_is_deduplicated_on_platform_id(store: Store) -> None:
+    first = await store.record_inbound(msg(1))
+    assert first is not None and first.status == "received"
+    assert await store.record_inbound(msg(1)) is None
+    # The same id on another platform is another message.
+    other = InboundMessage(chat=ChatRef("slack", "C1"), sender_id="U1", text="x",
+                           platform_message_id="m1")
+    assert await store.record_inbound(other) is not None
+
+
+async def test_sessions_are_stable_readable_and_rotate(store: Store) -> None:
+    s1 = await store.current_session(CHAT)
+    assert s1 == await store.current_session(CHAT)
+    assert re.fullmatch(r"[A-Za-z0-9_.-]+", s1)
+    assert s1.startswith("telegram.-100123.7.")
+    s2 = await store.new_session(CHAT)
+    s3 = await store.new_session(CHAT)  # twice in one second still gives distinct ids
+    assert len({s1, s2, s3}) == 3
+    assert await store.current_session(CHAT) == s3
+    # An old session still leads to its chat (late answers, scheduled jobs).
+    assert await store.chat_for_session(s1) == CHAT
+    history = await store.session_history(CHAT)
+    assert [h[0] for h in history] == [s1, s2, s3]
+    assert history[0][2] is not None and history[2][2] is None
+
+
+async def test_message_lifecycle_until_delivered(store: Store) -> None:
+    m = await store.record_inbound(msg(1))
+    assert m is not None
+    await store.mark_dispatched([m.id])
+    [open_msg] = await store.open_messages()
+    assert (open_msg.status, open_msg.attempts) == ("dispatched", 1)
+    outbox_id = await store.add_reply(CHAT, ReplyKind.ANSWER, "answer", settles=[m.id],
+                                      reply_to="1")
+    assert await store.open_messages() == []
+    [pending] = await store.pending_replies()
+    assert (pending.text, pending.answers, pending.reply_to) == ("answer", ("m1",), "1")
+    assert await store.open_for_chat(CHAT.key) == 2  # answered message + pending reply
+    await store.mark_sent(outbox_id)
+    assert await store.pending_replies() == []
+    assert await store.open_for_chat(CHAT.key) == 0
+    assert (await store.counts())["delivered"] == 1
+
+
+async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:
+    m = await store.record_inbound(msg(1))
+    assert m is not None
+    await store.mark_dispatched([m.id])
+    await store.requeue([m.id], refund=True)
+    [again] = await store.open_messages()
+    assert (again.status, again.attempts) == ("received", 0)
+
+
+async def test_permanent_send_failure_marks_messages_failed(store: Store) -> None:
+    m = await store.record_inbound(msg(1))
+    assert m is not None
+    out = await store.add_reply(CHAT, ReplyKind.ANSWER, "a", settles=[m.id])
+    await store.mark_send_failed(out, "transient", permanent=False)
+    assert len(await store.pending_replies()) == 1
+    await store.mark_send_failed(out, "chat not found", permanent=True)
+    assert await store.pending_replies() == []
+    assert (await store.counts()).get("failed") == 1
+
+
+async def test_edit_only_while_queued(store: Store) -> None:
+    m = await store.record_inbound(msg(1))
+    assert m is not None
+    edited = await store.update_text("telegram", "m1", "edited")
+    assert edited is not None and edited.text == "edited"
+    await store.mark_dispatched([m.id])
+    assert await store.update_text("telegram", "m1", "too late") is None
+
+
+async def test_access_grants_and_notices(store: Store) -> None:
+    assert await store.access_decision("telegram", "5") is None
+    assert await store.first_denial("telegram", "5") is True
+    assert await store.first_denial("telegram", "5") is False
+    await store.set_access("telegram", "5", True)
+    assert await store.access_decision("telegram", "5") is True
+    await store.set_access("telegram", "5", False)
+    assert await store.access_decision("telegram", "5") is False
+    # Denied again: they hear why again.
+    assert await store.first_denial("telegram", "5") is True
+
+
+async def test_cursor_round_trip(store: Store) -> None:
+    assert await store.get_cursor("telegram.offset") is None
+    await store.set_cursor("telegram.offset", "10")
+    await store.set_cursor("telegram.offset", "11")
+    assert await store.get_cursor("telegram.offset") == "11"
+
+
+async def test_command_is_recorded_with_its_reply_once(store: Store) -> None:
+    command = InboundMessage(chat=CHAT, sender_id="42", text="/help", platform_message_id="c1")
+    assert await store.record_command(command, "help text") is True
+    assert await store.record_command(command, "help text") is False
+    [reply] = await store.pending_replies()
+    assert reply.kind is ReplyKind.NOTICE and reply.answers == ("c1",)
+    assert await store.open_messages() == []
