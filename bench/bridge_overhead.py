@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +36,7 @@ from adapters.base import (  # noqa: E402
 from bridge import daemon  # noqa: E402
 from bridge.framing import decode_record, encode_record, read_lines  # noqa: E402
 from bridge.store import Store  # noqa: E402
-from config.settings import Settings  # noqa: E402
+from config.settings import AgentSettings, BridgeSettings, Settings  # noqa: E402
 
 FAKE_AGENT = REPO / "tests" / "fakes" / "fake_picobot.py"
 
@@ -98,13 +99,16 @@ async def direct_latencies(state: Path, samples: int) -> list[float]:
 def settings_for(tmp: Path, coalesce: bool) -> Settings:
     return Settings(
         state_dir=tmp,
-        agent={"command": [sys.executable, str(FAKE_AGENT), "--state", str(tmp / "agent"),
-                           "--instant"], "ping_interval": 15},
-        bridge={"coalesce": coalesce},
+        agent=AgentSettings(command=[sys.executable, str(FAKE_AGENT), "--state",
+                                     str(tmp / "agent"), "--instant"]),
+        bridge=BridgeSettings(coalesce=coalesce),
     )
 
 
-async def with_bridge(tmp: Path, coalesce: bool, body: object) -> None:
+Body = Callable[[daemon.Bridge, "BenchAdapter"], Awaitable[None]]
+
+
+async def with_bridge(tmp: Path, coalesce: bool, body: Body) -> None:
     settings = settings_for(tmp, coalesce)
     store = await Store.open(settings.db_path)
     adapter = BenchAdapter()
@@ -112,7 +116,7 @@ async def with_bridge(tmp: Path, coalesce: bool, body: object) -> None:
     await daemon.start(bridge)
     await bridge.agent.first_ready.wait()
     try:
-        await body(bridge, adapter)  # type: ignore[operator]
+        await body(bridge, adapter)
     finally:
         await daemon.stop(bridge)
         await store.close()
