@@ -124,7 +124,10 @@ class AgentSupervisor:
         self.last_error: str | None = None
         self.state_since = time.monotonic()
         self.first_ready = asyncio.Event()
+        # Since when no agent has been ready (monotonic), across restarts; None while ready.
+        self.unready_since: float | None = time.monotonic()
         self.start_failures = 0  # consecutive starts that never reached ready
+        self._ready_at: float | None = None
 
     # -- public ----------------------------------------------------------------------------
 
@@ -168,6 +171,10 @@ class AgentSupervisor:
         if state is not self.state:
             self.state = state
             self.state_since = time.monotonic()
+            if state is AgentState.READY:
+                self.unready_since = None
+            elif self.unready_since is None:
+                self.unready_since = self.state_since
 
     async def _run(self) -> None:
         failures = 0
@@ -233,8 +240,6 @@ class AgentSupervisor:
                 task.cancel()
             await asyncio.gather(reader, drainer, health, kill, stopping, exited,
                                  return_exceptions=True)
-
-    _ready_at: float | None = None
 
     async def _read_stdout(self, child: _Child) -> None:
         assert child.proc.stdout is not None

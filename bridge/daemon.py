@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -18,9 +19,12 @@ from bridge.agent_process import AgentSupervisor
 from bridge.commands import AgentSummary, Commands
 from bridge.http_server import HttpServer
 from bridge.intake import Intake
+from bridge.metrics import Metrics
+from bridge.ops import Operations
 from bridge.outbox import Outbox
 from bridge.picobot_protocol import PicobotCodec
 from bridge.router import Router
+from bridge.sdnotify import Notifier
 from bridge.store import Store
 from config.settings import Settings
 
@@ -109,6 +113,8 @@ async def run(
 ) -> int:
     """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
     bridge = await assemble(settings, store, adapters)
+    ops = Operations(bridge, Notifier(os.environ), Metrics(bridge.adapters))
+    ops.add_routes()
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -116,6 +122,7 @@ async def run(
     code = exit_codes.OK
     try:
         await start(bridge)
+        ops.start()
         stopper = asyncio.create_task(stop_requested.wait())
         waiters: set[asyncio.Future[Any]] = {stopper, bridge.intake.fatal_error}
         ender = asyncio.create_task(finished(bridge)) if finished is not None else None
@@ -134,6 +141,7 @@ async def run(
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        await ops.stop()
         await stop(bridge)
     return code
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from aiohttp import web
 
@@ -31,6 +32,9 @@ class Intake:
         self._access = access
         self._commands = commands
         self.connections: dict[str, bool] = {}
+        # Since when each platform has been disconnected (monotonic); absent while connected.
+        self.disconnected_since: dict[str, float] = {}
+        self.connections_changed = asyncio.Event()
         self.fatal_error: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.received: dict[str, int] = {}
         self.duplicates: dict[str, int] = {}
@@ -96,6 +100,11 @@ class Intake:
         if self.connections.get(platform) != connected:
             log.info("platform %s %s", platform, "connected" if connected else "disconnected")
         self.connections[platform] = connected
+        if connected:
+            self.disconnected_since.pop(platform, None)
+        else:
+            self.disconnected_since.setdefault(platform, time.monotonic())
+        self.connections_changed.set()
 
     def http_app(self) -> web.Application | None:
         return self._app

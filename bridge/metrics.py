@@ -121,6 +121,11 @@ class Metrics:
         for platform, total in totals.items():
             counter.labels(platform).inc(self._delta(f"{kind}:{platform}", total))
 
+    def sync_turn_totals(self, totals: Mapping[str, int]) -> None:
+        """Bring turns_total up to running totals by outcome (Router.turn_outcomes)."""
+        for outcome, total in totals.items():
+            self._turns.labels(outcome).inc(self._delta(f"turns:{outcome}", total))
+
     def sync_agent_restarts(self, total: int) -> None:
         self._restarts.inc(self._delta("agent_restarts", total))
 

@@ -30,9 +30,10 @@ class Outbox:
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
-        self.sent = 0
-        self.failed = 0
-        self.retries = 0
+        # Running totals per platform, read by metrics.
+        self.sent: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
+        self.rate_limited: dict[str, int] = {}
 
     async def start(self) -> None:
         for reply in await self._store.pending_replies():
@@ -103,12 +104,14 @@ class Outbox:
                     raise DeliveryError(exc.__class__.__name__) from exc
             except DeliveryError as exc:
                 await self._store.mark_send_failed(reply.id, str(exc), permanent=exc.permanent)
+                platform = reply.chat.platform
                 if exc.permanent:
-                    self.failed += 1
+                    self.failed[platform] = self.failed.get(platform, 0) + 1
                     log.error("reply %d to %s failed permanently: %s", reply.id, reply.chat.key,
                               exc)
                     return True
-                self.retries += 1
+                if exc.retry_after is not None:
+                    self.rate_limited[platform] = self.rate_limited.get(platform, 0) + 1
                 wait = exc.retry_after if exc.retry_after is not None else delay
                 log.warning("reply %d to %s not delivered (%s); retry in %.1fs", reply.id,
                             reply.chat.key, exc, wait)
@@ -116,5 +119,5 @@ class Outbox:
                 delay = min(RETRY_CAP, delay * 2)
                 continue
             await self._store.mark_sent(reply.id)
-            self.sent += 1
+            self.sent[reply.chat.platform] = self.sent.get(reply.chat.platform, 0) + 1
             return True

@@ -111,8 +111,9 @@ class Router:
         self._idle = asyncio.Event()
         self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
-        self.turns_completed = 0
-        self.turn_seconds: list[float] = []  # drained by metrics
+        # Running totals by outcome and a buffer of turn durations, both read by metrics.
+        self.turn_outcomes: dict[str, int] = {}
+        self.turn_seconds: list[float] = []
 
     # -- wiring ----------------------------------------------------------------------------
 
@@ -207,9 +208,10 @@ class Router:
     async def agent_lost(self, reason: str) -> None:
         self._agent_ready = False
         for turn in list(self._turns.values()):
-            self._end_turn(turn)
+            given_up = turn.attempts >= self._max_attempts
+            self._end_turn(turn, Outcome.FAILED if given_up else Outcome.REQUEUED)
             lane = self._lane(turn.chat)
-            if turn.attempts >= self._max_attempts:
+            if given_up:
                 await self._give_up(turn.messages, reason)
                 await self._clear(turn.chat, Outcome.FAILED)
             else:
@@ -235,7 +237,7 @@ class Router:
                 return
             log.warning("agent error chat=%s session=%s: %s (%s)", turn.chat.key, turn.session,
                         event.message, event.code)
-            self._end_turn(turn)
+            self._end_turn(turn, Outcome.FAILED)
             await self._clear(turn.chat, Outcome.FAILED)
             await self._store.add_reply(
                 turn.chat, ReplyKind.ERROR,
@@ -246,9 +248,7 @@ class Router:
             self._after_turn(turn)
             return
         if turn is not None:
-            self._end_turn(turn)
-            self.turns_completed += 1
-            self.turn_seconds.append(self._clock() - turn.started)
+            self._end_turn(turn, Outcome.DONE)
             await self._clear(turn.chat, Outcome.DONE)
             await self._store.add_reply(
                 turn.chat, ReplyKind.ANSWER, event.text, session_id=turn.session,
@@ -295,7 +295,10 @@ class Router:
             return next(iter(self._turns.values()))
         return None
 
-    def _end_turn(self, turn: Turn) -> None:
+    def _end_turn(self, turn: Turn, outcome: Outcome) -> None:
+        self.turn_outcomes[outcome.value] = self.turn_outcomes.get(outcome.value, 0) + 1
+        if outcome is Outcome.DONE and len(self.turn_seconds) < 10_000:
+            self.turn_seconds.append(self._clock() - turn.started)
         self._turns.pop(turn.session, None)
         lane = self._lanes.get(turn.chat.key)
         if lane is not None and lane.turn is turn:
@@ -358,7 +361,7 @@ class Router:
         except AgentUnavailable:
             # The agent went away between the ready check and the write: not this message's
             # fault, so put it back without counting the attempt.
-            self._end_turn(turn)
+            self._end_turn(turn, Outcome.REQUEUED)
             await self._store.requeue(turn.ids, refund=True)
             lane.queue.extendleft(reversed([_with_attempt(m, -1) for m in batch]))
             self._agent_ready = False

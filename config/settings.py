@@ -78,6 +78,7 @@ class AgentSettings(_Section):
     turn_timeout: PositiveFloat = 600.0
     shutdown_timeout: PositiveFloat = 10.0
     max_in_flight: PositiveInt = 1
+    restart_budget: PositiveFloat = 300.0
 
 
 class BridgeSettings(_Section):
