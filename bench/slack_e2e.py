@@ -1,0 +1,245 @@
+"""Benchmark: Slack end to end, picobridge against a minimal bolt app.
+
+N chats (DMs of N users) each send M messages through the fake Slack's Socket Mode
+(tests/fakes/fake_slack.py), one at a time (the next once the previous is answered), to an
+instant fake agent (tests/fakes/fake_picobot.py --instant). Both apps run as subprocesses
+against their own fake, the way bench/telegram_e2e.py runs the Telegram pair:
+
+- picobridge: `picobridge run` in Socket Mode, with its store, router, outbox and reactions
+  (agent.max_in_flight = N);
+- minimal: a bolt AsyncApp on AsyncSocketModeHandler that acknowledges at once, writes each
+  message to the same fake agent and posts its answer with chat.postMessage; no store, no
+  deduplication, no reactions, no retries.
+
+Latency is from the moment an event is handed to the fake's websocket until the answer's
+chat.postMessage reaches the fake. Run: `python bench/slack_e2e.py [--chats 20]
+[--messages 25]`. Targets: picobridge's p50 within 1.25x of the minimal app's, throughput at
+least 0.8x; the exit status is 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.fakes.fake_slack import FakeSlack  # noqa: E402
+from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
+
+TAG_PREFIX = "bench"
+LATENCY_TARGET = 1.25
+THROUGHPUT_TARGET = 0.8
+
+
+@dataclass
+class Result:
+    name: str
+    messages: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def throughput(self) -> float:
+        return self.messages / self.seconds
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def line(self) -> str:
+        return (f"{self.name:<11} {self.messages:>5} msgs in {self.seconds:6.2f}s  "
+                f"{self.throughput:7.1f} msg/s  p50 {self.percentile(0.5) * 1000:6.1f} ms  "
+                f"p99 {self.percentile(0.99) * 1000:6.1f} ms")
+
+
+class Load:
+    """Closed-loop load: every user sends their next DM once the last one is answered."""
+
+    def __init__(self, fake: FakeSlack, users: list[str]) -> None:
+        self.fake = fake
+        self.users = users
+        self._waiters: dict[str, asyncio.Future[float]] = {}
+        self._seen = 0
+
+    async def _watch(self) -> None:
+        while True:
+            await self.fake.wait_for(lambda: len(self.fake.calls) > self._seen, timeout=3600)
+            calls, self._seen = self.fake.calls[self._seen:], len(self.fake.calls)
+            for call in calls:
+                if call.method != "chat.postMessage":
+                    continue
+                for word in str(call.params.get("text", "")).split():
+                    waiter = self._waiters.pop(word, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(call.time)
+
+    async def _chat(self, user: str, rounds: int, label: str, out: list[float]) -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(rounds):
+            tag = f"{TAG_PREFIX}-{label}-{user}-{i}"
+            waiter: asyncio.Future[float] = loop.create_future()
+            self._waiters[tag] = waiter
+            event = self.fake.dm_message(tag, user=user)
+            sent = time.monotonic()
+            await self.fake.send_event(event)
+            answered = await asyncio.wait_for(waiter, 60)
+            out.append(answered - sent)
+
+    async def run(self, rounds: int, label: str) -> tuple[float, list[float]]:
+        watcher = asyncio.create_task(self._watch())
+        latencies: list[float] = []
+        start = time.monotonic()
+        try:
+            await asyncio.gather(*(self._chat(u, rounds, label, latencies) for u in self.users))
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        return time.monotonic() - start, latencies
+
+
+async def measure(fake: FakeSlack, users: list[str], messages: int, name: str) -> Result:
+    load = Load(fake, users)
+    await load.run(2, "warmup")
+    seconds, latencies = await load.run(messages, "run")
+    return Result(name, len(latencies), seconds, latencies)
+
+
+async def bench_picobridge(tmp: Path, users: list[str], messages: int) -> Result:
+    await asyncio.to_thread(tmp.mkdir, parents=True)
+    async with FakeSlack(ack_timeout=30) as fake:
+        config = {
+            "state_dir": str(tmp / "state"),
+            "agent": {"command": agent_command(tmp / "agent", "--instant"),
+                      "max_in_flight": len(users)},
+            "slack": {"bot_token": fake.bot_token, "app_token": fake.app_token,
+                      "base_url": fake.api_url, "allowed_users": users},
+            "log": {"level": "WARNING"},
+        }
+        daemon = await Daemon(write_config(tmp, config)).start()
+        try:
+            await fake.wait_for_socket(timeout=30)
+            return await measure(fake, users, messages, "picobridge")
+        finally:
+            await daemon.stop()
+
+
+async def bench_minimal(tmp: Path, users: list[str], messages: int) -> Result:
+    await asyncio.to_thread(tmp.mkdir, parents=True)
+    async with FakeSlack(ack_timeout=30) as fake:
+        env = cli_env({"BENCH_BOT_TOKEN": fake.bot_token, "BENCH_APP_TOKEN": fake.app_token,
+                       "BENCH_API_URL": fake.api_url,
+                       "BENCH_AGENT": json.dumps(agent_command(tmp / "agent-min", "--instant"))})
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__)), "--minimal-app", env=env, cwd=REPO)
+        try:
+            await fake.wait_for_socket(timeout=30)
+            return await measure(fake, users, messages, "minimal")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+
+
+# -- the minimal app (runs in its own process) ----------------------------------------------
+
+
+async def minimal_app() -> None:
+    import aiohttp
+    from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+    from slack_bolt.app.async_app import AsyncApp
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    agent = await asyncio.create_subprocess_exec(
+        *json.loads(os.environ["BENCH_AGENT"]), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE)
+    assert agent.stdin is not None and agent.stdout is not None
+    stdin, stdout = agent.stdin, agent.stdout
+    ready = asyncio.Event()
+    # One shared HTTP session, as picobridge has: the baseline is not handicapped by a new
+    # connection per request.
+    session = aiohttp.ClientSession()
+    client = AsyncWebClient(token=os.environ["BENCH_BOT_TOKEN"],
+                            base_url=os.environ["BENCH_API_URL"], session=session)
+    tasks: set[asyncio.Task[Any]] = set()
+
+    async def read_agent() -> None:
+        while line := await stdout.readline():
+            record: dict[str, Any] = json.loads(line)
+            if record.get("type") == "ready":
+                ready.set()
+            elif record.get("type") == "response":
+                channel = str(record.get("session", "")).removeprefix("json:")
+                task = asyncio.create_task(
+                    client.chat_postMessage(channel=channel, text=str(record["content"])))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+
+    async def forward(event: dict[str, Any]) -> None:
+        if event.get("bot_id") or event.get("subtype"):
+            return
+        record = {"type": "message", "session": event["channel"],
+                  "content": event.get("text", "")}
+        stdin.write(json.dumps(record).encode() + b"\n")
+        await stdin.drain()
+
+    reader = asyncio.create_task(read_agent())
+    await ready.wait()
+    app = AsyncApp(client=client, name="minimal", logger=logging.getLogger("slack_bolt.min"))
+    app.event("message")(forward)
+    handler = AsyncSocketModeHandler(app, os.environ["BENCH_APP_TOKEN"], web_client=client)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await handler.connect_async()  # type: ignore[no-untyped-call]
+    await stop.wait()
+    await handler.close_async()  # type: ignore[no-untyped-call]
+    stdin.close()
+    await agent.wait()
+    reader.cancel()
+    await session.close()
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+async def main(chats: int, messages: int) -> int:
+    users = [f"U0BENCH{n:04d}" for n in range(chats)]
+    with tempfile.TemporaryDirectory(prefix="picobridge-bench-") as tmp:
+        ours = await bench_picobridge(Path(tmp) / "pb", users, messages)
+        base = await bench_minimal(Path(tmp) / "min", users, messages)
+    print(f"Slack end to end (Socket Mode), {chats} chats x {messages} messages, "
+          "instant fake agent")
+    print(ours.line())
+    print(base.line())
+    p50 = ours.percentile(0.5) / base.percentile(0.5)
+    p99 = ours.percentile(0.99) / base.percentile(0.99)
+    rate = ours.throughput / base.throughput
+    print(f"ratios     p50 latency {p50:.2f}x (target <= {LATENCY_TARGET}x), p99 latency "
+          f"{p99:.2f}x, throughput {rate:.2f}x (target >= {THROUGHPUT_TARGET:.2f}x)")
+    return 0 if p50 <= LATENCY_TARGET and rate >= THROUGHPUT_TARGET else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chats", type=int, default=20)
+    parser.add_argument("--messages", type=int, default=25, help="per chat")
+    parser.add_argument("--minimal-app", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.minimal_app:
+        logging.basicConfig(level=logging.WARNING)
+        asyncio.run(minimal_app())
+        sys.exit(0)
+    sys.exit(asyncio.run(main(args.chats, args.messages)))

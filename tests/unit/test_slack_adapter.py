@@ -1,0 +1,369 @@
+"""The Slack adapter in-process (adapters/slack.py) against FakeSlack, with a stand-in bridge
+that the tests can hold up, so ordering questions (when is an event acknowledged?) and
+progress display can be checked precisely."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+import adapters.slack as slack_module
+import adapters.slack_progress as progress_module
+from adapters.base import (
+    ChatRef,
+    InboundMessage,
+    Outcome,
+    OutgoingReply,
+    ProgressEvent,
+    ProgressKind,
+    ReplyKind,
+    SubmitResult,
+)
+from adapters.slack import SlackAdapter
+from adapters.slack_client import SlackAuthError
+from config.settings import Settings
+from tests.fakes.fake_slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
+
+
+class StubBridge:
+    """BridgeLink with a store that is a list, and a gate that can hold `submit` up."""
+
+    def __init__(self) -> None:
+        self.submitted: list[InboundMessage] = []
+        self.calls = 0
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.allowed = {DEFAULT_USER}
+        self.known: set[str] = set()
+        self.cursors: dict[str, str] = {}
+        self.fatals: list[str] = []
+        self.connections: list[bool] = []
+        self.app: web.Application | None = None
+
+    async def submit(self, message: InboundMessage) -> SubmitResult:
+        self.calls += 1
+        self.entered.set()
+        await self.gate.wait()
+        if message.sender_id not in self.allowed:
+            return SubmitResult.DENIED
+        if any(m.platform_message_id == message.platform_message_id for m in self.submitted):
+            return SubmitResult.DUPLICATE
+        self.submitted.append(message)
+        return SubmitResult.ACCEPTED
+
+    async def is_allowed(self, platform: str, user_id: str) -> bool:
+        return user_id in self.allowed
+
+    async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
+        return False
+
+    async def knows_chat(self, chat: ChatRef) -> bool:
+        return chat.key in self.known
+
+    async def get_cursor(self, name: str) -> str | None:
+        return self.cursors.get(name)
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        self.cursors[name] = value
+
+    def connection_changed(self, platform: str, connected: bool) -> None:
+        self.connections.append(connected)
+
+    def http_app(self) -> web.Application | None:
+        return self.app
+
+    def fatal(self, platform: str, reason: str) -> None:
+        self.fatals.append(reason)
+
+
+Make = Callable[..., "asyncio.Future[SlackAdapter]"]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack(ack_timeout=0.3) as f:
+        yield f
+
+
+@pytest.fixture
+def bridge() -> StubBridge:
+    return StubBridge()
+
+
+@pytest.fixture
+async def make(fake: FakeSlack, bridge: StubBridge,
+               tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    started: list[SlackAdapter] = []
+
+    async def build(start: bool = True, attachments: dict[str, Any] | None = None,
+                    **slack: Any) -> SlackAdapter:
+        settings = Settings(state_dir=tmp_path, attachments=attachments or {}, slack={
+            "bot_token": fake.bot_token, "app_token": fake.app_token,
+            "base_url": fake.api_url, "file_hosts": ["127.0.0.1"], **slack})
+        adapter = SlackAdapter(settings)
+        started.append(adapter)
+        if start:
+            await adapter.start(bridge)
+        return adapter
+
+    yield build
+    for adapter in started:
+        await adapter.stop()
+
+
+async def test_event_is_acknowledged_only_after_the_commit(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make()
+    bridge.gate.clear()  # the "database" is slow
+    envelope = await fake.send_event(fake.dm_message("hold on"))
+    await asyncio.wait_for(bridge.entered.wait(), 5)
+    # Slack gives up waiting and redelivers; neither copy may be acknowledged yet.
+    again = await fake.wait_for(lambda: fake.redeliveries)
+    assert envelope["envelope_id"] not in fake.acked_envelope_ids
+    assert again[0].envelope_id not in fake.acked_envelope_ids
+    bridge.gate.set()
+    await fake.wait_for_ack(envelope["envelope_id"])
+    await fake.wait_for_ack(again[0].envelope_id)
+    assert [m.text for m in bridge.submitted] == ["hold on"]
+    assert bridge.calls == 1  # the copy was recognised without asking the store again
+
+
+async def test_messages_of_one_chat_keep_their_order(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make()
+    file = fake.add_file(b"x" * 200_000, "big.txt")
+    await fake.send_event(fake.file_share_message([file], "first, with a file"))
+    for text in ("second", "third"):
+        await fake.send_event(fake.dm_message(text))
+    await fake.wait_for(lambda: len(fake.acks) == 3)
+    assert [m.text for m in bridge.submitted] == ["first, with a file", "second", "third"]
+
+
+@pytest.fixture
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress_module, "RECEIPT_GRACE", 0.05)
+
+
+async def test_reactions_and_progress_calls_do_not_wait_for_slack(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any], short_grace: None) -> None:
+    adapter = await make()
+    event = fake.dm_message("work on this")
+    await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"]) == ["eyes"])
+    chat = bridge.submitted[0].chat
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.STARTED,
+                                                    message_ids=(event["ts"],)))
+    await adapter.clear_progress(chat, Outcome.FAILED)
+    assert fake.reactions_on(event["channel"], event["ts"]) == ["eyes"]  # not yet: in a task
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"]) == ["x"])
+    assert [(r.action, r.name) for r in fake.reaction_log] == [
+        ("add", "eyes"), ("remove", "eyes"), ("add", "x")]
+
+
+async def test_a_fast_answer_gets_the_done_reaction_without_eyes_flicker(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    adapter = await make()
+    event = fake.dm_message("quick one")
+    await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+    chat = bridge.submitted[0].chat
+    ids = (event["ts"],)
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.STARTED, message_ids=ids))
+    await adapter.clear_progress(chat, Outcome.DONE)
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"])
+                        == ["white_check_mark"])
+    assert [(r.action, r.name) for r in fake.reaction_log] == [("add", "white_check_mark")]
+
+
+async def test_turn_of_a_message_received_before_a_restart_swaps_the_reaction(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any], short_grace: None) -> None:
+    before = await make()
+    event = fake.dm_message("from the previous run")
+    await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"]) == ["eyes"])
+    await before.stop()
+
+    after = await make()  # a new process: it never saw this message arrive
+    chat = ChatRef("slack", event["channel"], None)
+    ids = (event["ts"],)
+    await after.show_progress(chat, ProgressEvent(ProgressKind.STARTED, message_ids=ids))
+    await after.clear_progress(chat, Outcome.DONE)
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"])
+                        == ["white_check_mark"])
+
+
+async def test_requeued_turn_keeps_the_received_reaction(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any], short_grace: None) -> None:
+    adapter = await make(reaction_received="hourglass", reaction_done="tada")
+    event = fake.dm_message("again")
+    await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"])
+                        == ["hourglass"])
+    chat = bridge.submitted[0].chat
+    ids = (event["ts"],)
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.STARTED, message_ids=ids))
+    await adapter.clear_progress(chat, Outcome.REQUEUED)
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.STARTED, message_ids=ids))
+    await adapter.clear_progress(chat, Outcome.DONE)
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"]) == ["tada"])
+    assert [(r.action, r.name) for r in fake.reaction_log] == [
+        ("add", "hourglass"), ("remove", "hourglass"), ("add", "tada")]
+
+
+async def test_assistant_thread_status_while_working(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    adapter = await make()
+    dm = fake.dm_channel(DEFAULT_USER)
+    thread = ChatRef("slack", dm, "1700000000.000100")
+    await adapter.show_progress(thread, ProgressEvent(ProgressKind.STARTED))
+    await adapter.clear_progress(thread, Outcome.DONE)
+    await fake.wait_for(lambda: len(fake.assistant_statuses) == 2)
+    assert [s.status for s in fake.assistant_statuses] == [progress_module.THINKING, ""]
+    assert {s.thread_ts for s in fake.assistant_statuses} == {thread.thread_id}
+
+    await adapter.show_progress(ChatRef("slack", dm, None), ProgressEvent(ProgressKind.STARTED))
+    await adapter.show_progress(ChatRef("slack", DEFAULT_CHANNEL, "1.2"),
+                                ProgressEvent(ProgressKind.STARTED))
+    await fake.wait_for(lambda: fake.calls_to("auth.test"))  # a round trip to let tasks run
+    assert len(fake.calls_to("assistant.threads.setStatus")) == 2
+
+
+async def test_streaming_edits_one_message_that_becomes_the_answer(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress_module, "STREAM_INTERVAL", 0.1)
+    adapter = await make(stream=True)
+    fake.register_channel(DEFAULT_CHANNEL)
+    chat = ChatRef("slack", DEFAULT_CHANNEL, "1700000000.000200")
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.STARTED))
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.TEXT, "Hello "))
+    streamed = await fake.wait_for_message(DEFAULT_CHANNEL, chat.thread_id)
+    assert streamed.text.startswith("Hello")
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.TEXT, "**world**"))
+    await fake.wait_for(lambda: "*world*" in streamed.text)
+    await adapter.clear_progress(chat, Outcome.DONE)
+    await adapter.send_reply(chat, OutgoingReply("Hello **world**, done.", ReplyKind.ANSWER))
+    assert [m.text for m in fake.posted_messages(DEFAULT_CHANNEL)] == ["Hello *world*, done."]
+    assert len(fake.calls_to("chat.postMessage")) == 1
+
+    # A failed turn's partial answer is taken down; the error reply stands alone.
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.TEXT, "Half an"))
+    partial = await fake.wait_for(lambda: next(
+        (m for m in fake.messages if m.text.startswith("Half")), None))
+    await adapter.clear_progress(chat, Outcome.FAILED)
+    await fake.wait_for(lambda: partial.deleted)
+
+
+async def test_files_from_strangers_are_not_downloaded(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make()
+    file = fake.add_file(b"secret plans", "plans.txt", user="U0STRANGER")
+    envelope = await fake.send_event(fake.file_share_message([file], user="U0STRANGER"))
+    await fake.wait_for_ack(envelope["envelope_id"])
+    assert fake.downloads == []
+    assert bridge.calls == 1 and bridge.submitted == []  # denied, so the stranger is told
+
+
+async def test_refused_files_are_explained_to_the_user(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make(attachments={"max_bytes": 1000, "inline_max_bytes": 500})
+    big = fake.add_file(b"y" * 5000, "big.log")
+    elsewhere = {**fake.add_file(b"z", "z.txt"),
+                 "url_private_download": "https://evil.example.com/z.txt"}
+    await fake.send_event(fake.file_share_message([big, elsewhere], ""))
+    dm = fake.dm_channel(DEFAULT_USER)
+    await fake.wait_for(lambda: len(fake.posted_messages(dm)) == 2)
+    notices = sorted(m.text for m in fake.posted_messages(dm))
+    assert "big.log" in notices[0] and "1000" not in notices[0] and "KB" in notices[0]
+    assert "z.txt" in notices[1] and "may not fetch" in notices[1]
+    assert fake.downloads == [] and bridge.submitted == []
+
+
+async def test_allowed_channels(fake: FakeSlack, bridge: StubBridge,
+                                make: Callable[..., Any]) -> None:
+    await make(allowed_channels=["C0OK"])
+    _, refused = await fake.send_mention("hello?", channel="C0NOPE")
+    await fake.wait_for(lambda: fake.ephemeral_messages)
+    assert "not enabled" in fake.ephemeral_messages[0].text
+    _, accepted = await fake.send_mention("hello!", channel="C0OK")
+    await fake.wait_for_ack(accepted["envelope_id"])
+    await fake.send_event(fake.dm_message("dm always works"))
+    await fake.wait_for(lambda: len(bridge.submitted) == 2)
+    assert [m.chat.chat_id for m in bridge.submitted] == ["C0OK", fake.dm_channel(DEFAULT_USER)]
+    assert refused["envelope_id"] in fake.acked_envelope_ids
+
+
+async def test_thread_follow_up_only_in_threads_the_bridge_knows(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make()
+    bridge.known.add(f"slack:{DEFAULT_CHANNEL}:1700000000.000300")
+    for thread in ("1700000000.000300", "1700000000.000999"):
+        event = fake.channel_message(f"reply in {thread}", thread_ts=thread)
+        await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+    assert [m.text for m in bridge.submitted] == ["reply in 1700000000.000300"]
+
+
+async def test_slash_command_from_another_dm_is_answered_in_the_bots_dm(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    adapter = await make()
+    body = fake.slash_command_payload("/picobridge", "new")
+    body["channel_id"] = "D0SOMEONEELSE"
+    assert await adapter.handle_command(body) is None
+    (message,) = bridge.submitted
+    assert message.text == "/new"
+    assert message.chat == ChatRef("slack", fake.dm_channel(DEFAULT_USER), None)
+
+
+async def test_rejected_bot_token_is_fatal_without_the_token(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    fake.revoke(fake.bot_token)
+    adapter = await make()
+    assert len(bridge.fatals) == 1 and "slack.bot_token" in bridge.fatals[0]
+    assert fake.bot_token not in bridge.fatals[0]
+    assert fake.socket_connects == 0 and not adapter.connected()
+    with pytest.raises(SlackAuthError) as info:
+        await adapter.verify()
+    assert "token_revoked" in str(info.value) and fake.bot_token not in str(info.value)
+
+
+async def test_slack_down_at_start_is_retried_in_the_background(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slack_module, "RETRY_FIRST", 0.1)
+    fake.fail_next("auth.test", 200, error="internal_error")
+    adapter = await make()
+    assert bridge.fatals == [] and not adapter.connected()
+    await fake.wait_for_socket()
+    await fake.send_event(fake.dm_message("made it"))
+    await fake.wait_for(lambda: fake.acks)
+    assert [m.text for m in bridge.submitted] == ["made it"]
+    assert adapter.connected() and bridge.connections[-1] is True
+
+
+async def test_verify_describes_the_bot(fake: FakeSlack, make: Callable[..., Any]) -> None:
+    adapter = await make(start=False)
+    text = await adapter.verify()
+    assert "@picobridge (U0BOT)" in text and "Fake Team (T1)" in text and "Socket Mode" in text
+
+
+async def test_stop_is_idempotent_and_reports_disconnect(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    adapter = await make()
+    assert bridge.connections == [True]
+    await adapter.stop()
+    await adapter.stop()
+    assert bridge.connections == [True, False]
+    await fake.wait_for(lambda: fake.connection_count == 0)
+
+
+async def test_bare_mention_asks_the_bridge_for_help(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make()
+    _, mention = await fake.send_mention("")
+    await fake.wait_for_ack(mention["envelope_id"])
+    assert [m.text for m in bridge.submitted] == ["/help"]

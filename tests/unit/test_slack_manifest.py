@@ -1,0 +1,52 @@
+"""deploy/slack-app-manifest.yml must grant what adapters/slack.py uses (text checks: the
+manifest is YAML and no YAML parser is a dependency)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from config.settings import SlackSettings
+
+MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "slack-app-manifest.yml"
+
+
+def items_under(text: str, key: str) -> list[str]:
+    """The `- item` lines of the YAML list directly under `key:` (comments skipped)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"{key}:")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    found = []
+    for line in lines[start + 1:]:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if len(line) - len(line.lstrip()) <= indent and not stripped.startswith("-"):
+            break
+        if stripped.startswith("- "):
+            found.append(stripped[2:].split("#")[0].strip())
+    return found
+
+
+def test_scopes_cover_every_call_the_adapter_makes() -> None:
+    scopes = set(items_under(MANIFEST.read_text(encoding="utf-8"), "bot"))
+    needed = {
+        "app_mentions:read", "channels:history", "groups:history", "im:history",
+        "mpim:history", "chat:write", "reactions:write", "im:write", "files:read",
+        "files:write", "commands", "assistant:write",
+    }
+    assert needed <= scopes
+
+
+def test_events_and_socket_mode() -> None:
+    text = MANIFEST.read_text(encoding="utf-8")
+    events = set(items_under(text, "bot_events"))
+    assert {"app_mention", "message.im", "message.channels", "message.groups",
+            "message.mpim"} <= events
+    assert re.search(r"^\s*socket_mode_enabled: true$", text, re.MULTILINE)
+
+
+def test_slash_command_matches_the_default_setting() -> None:
+    text = MANIFEST.read_text(encoding="utf-8")
+    commands = re.findall(r"^\s*- command: (\S+)$", text, re.MULTILINE)
+    assert commands == [SlackSettings().slash_command]
