@@ -15,14 +15,28 @@ class AccessPolicy:
     def __init__(self, store: Store, allow_lists: Mapping[str, Set[str]]) -> None:
         self._store = store
         self._allow = allow_lists
+        # Decisions cached until any grant changes (see Store.access_stamp).
+        self._cache: dict[tuple[str, str], bool] = {}
+        self._stamp = store.access_stamp()
 
     async def allowed(self, platform: str, user_id: str) -> bool:
         if platform in TRUSTED_PLATFORMS:
             return True
+        stamp = self._store.access_stamp()
+        if stamp != self._stamp:
+            self._cache.clear()
+            self._stamp = stamp
+        key = (platform, user_id)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
         decision = await self._store.access_decision(platform, user_id)
-        if decision is not None:
-            return decision
-        return user_id in self._allow.get(platform, frozenset())
+        if decision is None:
+            decision = user_id in self._allow.get(platform, frozenset())
+        if len(self._cache) > 100_000:
+            self._cache.clear()  # strangers must not grow memory without bound
+        self._cache[key] = decision
+        return decision
 
     async def should_tell(self, platform: str, user_id: str) -> bool:
         """True the first time a stranger writes, so they hear why once, not every time."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -123,13 +125,17 @@ class Store:
                 raise
             await self._db.commit()
 
-    async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        async with self._db.execute(sql, params) as cur:
-            return await cur.fetchone()
+    # Every statement goes through the lock: on a shared connection a statement issued while
+    # another coroutine holds BEGIN would silently join (and share the fate of) its transaction.
+    # execute_fetchall is one round trip to the database thread; a cursor would cost three.
 
     async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        async with self._db.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        async with self._lock:
+            return list(await self._db.execute_fetchall(sql, params))
+
+    async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        rows = await self._all(sql, params)
+        return rows[0] if rows else None
 
     # -- chats and sessions ----------------------------------------------------------------
 
@@ -141,11 +147,10 @@ class Store:
             return await self._ensure_chat(db, chat)
 
     async def _ensure_chat(self, db: aiosqlite.Connection, chat: ChatRef) -> str:
-        async with db.execute("SELECT session_id FROM chats WHERE chat_key = ?",
-                              (chat.key,)) as cur:
-            row = await cur.fetchone()
-        if row:
-            return str(row[0])
+        rows = list(await db.execute_fetchall("SELECT session_id FROM chats WHERE chat_key = ?",
+                                              (chat.key,)))
+        if rows:
+            return str(rows[0][0])
         now = time.time()
         await db.execute(
             "INSERT INTO chats(chat_key, platform, chat_id, thread_id, session_id, created_at,"
@@ -159,8 +164,8 @@ class Store:
         stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S")
         base = f"{chat.session_stem()}.{stamp}"
         session_id, n = base, 1
-        while await (await db.execute("SELECT 1 FROM sessions WHERE session_id = ?",
-                                      (session_id,))).fetchone():
+        while list(await db.execute_fetchall("SELECT 1 FROM sessions WHERE session_id = ?",
+                                             (session_id,))):
             n += 1
             session_id = f"{base}-{n}"
         await db.execute("UPDATE sessions SET ended_at = ? WHERE chat_key = ? AND ended_at IS NULL",
@@ -216,22 +221,35 @@ class Store:
         """Commit a new message to the chat's current session; None when it is a duplicate."""
         now = time.time()
         attachments = json.dumps([a.to_json() for a in msg.attachments], ensure_ascii=False)
-        async with self._tx() as db:
-            session_id = await self._ensure_chat(db, msg.chat)
-            cur = await db.execute(
-                "INSERT INTO inbound(platform, platform_msg_id, chat_key, session_id, sender_id,"
-                " sender_name, text, attachments, reply_to, received_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT(platform, platform_msg_id) DO NOTHING",
-                (msg.chat.platform, msg.platform_message_id, msg.chat.key, session_id,
-                 msg.sender_id, msg.sender_name, msg.text, attachments, msg.reply_to, now, now),
-            )
-            if cur.rowcount == 0:
-                return None
-            row_id = cur.lastrowid
-        assert row_id is not None
+        values = (msg.chat.platform, msg.platform_message_id, msg.sender_id, msg.sender_name,
+                  msg.text, attachments, msg.reply_to, now, now)
+        # Known chat (the common case): one statement, one round trip, its own transaction.
+        rows = await self._all(
+            "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
+            " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
+            " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, chat_key, session_id FROM chats"
+            " WHERE chat_key = ? ON CONFLICT(platform, platform_msg_id) DO NOTHING"
+            " RETURNING id, session_id", (*values, msg.chat.key))
+        if not rows:
+            async with self._tx() as db:
+                if await self._seen(db, msg.chat.platform, msg.platform_message_id):
+                    return None
+                session_id = await self._ensure_chat(db, msg.chat)
+                rows = list(await db.execute_fetchall(
+                    "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
+                    " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id, session_id",
+                    (*values, msg.chat.key, session_id)))
+        row_id, session_id = rows[0]
         return StoredMessage(row_id, msg.platform_message_id, msg.chat, session_id, msg.sender_id,
                              msg.text, msg.attachments, msg.reply_to, "received", 0, now)
+
+    @staticmethod
+    async def _seen(db: aiosqlite.Connection, platform: str, platform_msg_id: str) -> bool:
+        rows = await db.execute_fetchall(
+            "SELECT 1 FROM inbound WHERE platform = ? AND platform_msg_id = ?",
+            (platform, platform_msg_id))
+        return bool(list(rows))
 
     async def seen(self, platform: str, platform_msg_id: str) -> bool:
         return await self._one("SELECT 1 FROM inbound WHERE platform = ? AND platform_msg_id = ?",
@@ -261,20 +279,19 @@ class Store:
                              (out.lastrowid, inbound_id))
             return True
 
-    async def mark_dispatched(self, ids: Iterable[int]) -> None:
-        ids = list(ids)
-        async with self._tx() as db:
-            await db.executemany(
-                "UPDATE inbound SET status = 'dispatched', attempts = attempts + 1,"
-                " updated_at = ? WHERE id = ?", [(time.time(), i) for i in ids])
+    async def mark_dispatched(self, ids: Sequence[int]) -> None:
+        await self._all(
+            "UPDATE inbound SET status = 'dispatched', attempts = attempts + 1, updated_at = ?"
+            " WHERE status = 'received' AND id IN (SELECT value FROM json_each(?))",
+            (time.time(), json.dumps(list(ids))))
 
-    async def requeue(self, ids: Iterable[int], *, refund: bool = False) -> None:
+    async def requeue(self, ids: Sequence[int], *, refund: bool = False) -> None:
         """Put dispatched messages back in the queue; `refund` un-counts the attempt."""
-        async with self._tx() as db:
-            await db.executemany(
-                "UPDATE inbound SET status = 'received', updated_at = ?,"
-                " attempts = MAX(0, attempts - ?) WHERE id = ? AND status = 'dispatched'",
-                [(time.time(), int(refund), i) for i in ids])
+        await self._all(
+            "UPDATE inbound SET status = 'received', updated_at = ?,"
+            " attempts = MAX(0, attempts - ?) WHERE status = 'dispatched'"
+            " AND id IN (SELECT value FROM json_each(?))",
+            (time.time(), int(refund), json.dumps(list(ids))))
 
     async def update_text(self, platform: str, platform_msg_id: str,
                           text: str) -> StoredMessage | None:
@@ -335,20 +352,20 @@ class Store:
         Doing both at once is what makes a crash between them harmless: either the reply is
         queued and the messages are answered, or neither happened and the turn runs again.
         """
-        now = time.time()
-        async with self._tx() as db:
-            await self._ensure_chat(db, chat)
-            cur = await db.execute(
-                "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (chat.key, session_id, kind.value, text, reply_to, private_to, now))
-            outbox_id = cur.lastrowid
-            assert outbox_id is not None
-            if settles:
-                await db.executemany(
-                    "UPDATE inbound SET status = ?, outbox_id = ?, error = ?, updated_at = ?"
-                    " WHERE id = ?", [(settle_status, outbox_id, error, now, i) for i in settles])
-        return outbox_id
+        # One statement: the trigger from migration 0002 settles `settles` atomically with it.
+        sql = ("INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
+               " created_at, error, settles, settle_status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+               " RETURNING id")
+        params = (chat.key, session_id, kind.value, text, reply_to, private_to, time.time(),
+                  error, json.dumps(list(settles)) if settles else None, settle_status)
+        try:
+            rows = await self._all(sql, params)
+        except sqlite3.IntegrityError:
+            # The chat has no row yet (a stranger's first message): create it, then insert.
+            async with self._tx() as db:
+                await self._ensure_chat(db, chat)
+                rows = list(await db.execute_fetchall(sql, params))
+        return int(rows[0][0])
 
     async def pending_replies(self, chat_key: str | None = None) -> list[StoredReply]:
         rows = await self._all(
@@ -365,23 +382,15 @@ class Store:
         ]
 
     async def mark_sent(self, outbox_id: int) -> None:
-        now = time.time()
-        async with self._tx() as db:
-            await db.execute("UPDATE outbox SET status = 'sent', sent_at = ?,"
-                             " attempts = attempts + 1 WHERE id = ?", (now, outbox_id))
-            await db.execute("UPDATE inbound SET status = 'delivered', updated_at = ?"
-                             " WHERE outbox_id = ? AND status = 'answered'", (now, outbox_id))
+        # The trigger marks the answered messages delivered in the same statement.
+        await self._all("UPDATE outbox SET status = 'sent', sent_at = ?,"
+                        " attempts = attempts + 1 WHERE id = ?", (time.time(), outbox_id))
 
     async def mark_send_failed(self, outbox_id: int, error: str, *, permanent: bool) -> None:
-        async with self._tx() as db:
-            await db.execute(
-                "UPDATE outbox SET attempts = attempts + 1, error = ?,"
-                " status = CASE WHEN ? THEN 'failed' ELSE status END WHERE id = ?",
-                (error[:500], permanent, outbox_id))
-            if permanent:
-                await db.execute("UPDATE inbound SET status = 'failed', error = ?, updated_at = ?"
-                                 " WHERE outbox_id = ? AND status = 'answered'",
-                                 (error[:500], time.time(), outbox_id))
+        await self._all(
+            "UPDATE outbox SET attempts = attempts + 1, error = ?,"
+            " status = CASE WHEN ? THEN 'failed' ELSE status END WHERE id = ?",
+            (error[:500], permanent, outbox_id))
 
     # -- cursors ---------------------------------------------------------------------------
 
@@ -390,11 +399,10 @@ class Store:
         return str(row[0]) if row else None
 
     async def set_cursor(self, name: str, value: str) -> None:
-        async with self._tx() as db:
-            await db.execute(
-                "INSERT INTO cursors(name, value, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
-                " updated_at = excluded.updated_at", (name, value, time.time()))
+        await self._all(
+            "INSERT INTO cursors(name, value, updated_at) VALUES (?, ?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at", (name, value, time.time()))
 
     # -- access ----------------------------------------------------------------------------
 
@@ -414,6 +422,26 @@ class Store:
             # A user denied again is told again the next time they write.
             await db.execute("DELETE FROM access_notices WHERE platform = ? AND user_id = ?",
                              (platform, user_id))
+        marker = self._access_marker
+        marker.touch()
+        # Two changes within the file system's timestamp granularity must still differ.
+        stamp = time.time_ns()
+        os.utime(marker, ns=(stamp, max(stamp, marker.stat().st_mtime_ns + 1)))
+
+    @property
+    def _access_marker(self) -> Path:
+        return self.path.with_name(self.path.name + ".access-changed")
+
+    def access_stamp(self) -> int:
+        """Changes whenever any process changes a grant: lets callers cache decisions.
+
+        A stat is far cheaper than a database round trip on every message, and `picobridge
+        access` runs in another process, so an in-memory flag would not see it.
+        """
+        try:
+            return self._access_marker.stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0
 
     async def access_grants(self) -> list[tuple[str, str, bool, float]]:
         rows = await self._all("SELECT platform, user_id, allowed, changed_at FROM access_grants"
@@ -422,11 +450,10 @@ class Store:
 
     async def first_denial(self, platform: str, user_id: str) -> bool:
         """Record that this unknown user was told; True only the first time."""
-        async with self._tx() as db:
-            cur = await db.execute(
-                "INSERT INTO access_notices(platform, user_id, notified_at) VALUES (?, ?, ?)"
-                " ON CONFLICT DO NOTHING", (platform, user_id, time.time()))
-            return cur.rowcount > 0
+        rows = await self._all(
+            "INSERT INTO access_notices(platform, user_id, notified_at) VALUES (?, ?, ?)"
+            " ON CONFLICT DO NOTHING RETURNING 1", (platform, user_id, time.time()))
+        return bool(rows)
 
     async def open_for_chat(self, chat_key: str) -> int:
         """Messages of a chat still waiting for the agent or for delivery."""

@@ -5,7 +5,7 @@ Speaks the NDJSON channel protocol on stdin/stdout so the bridge can be tested a
 crashes, hangs, junk output, huge lines and odd Unicode without a real model.
 
 Run: ``python fake_picobot.py --state DIR [flags]``.  Flags: ``--no-ready``,
-``--crash-on-start``, ``--ready-delay=SECONDS``, ``--ignore-pings-while-busy``, ``--instant``,
+``--crash-on-start``, ``--ready-once``, ``--ready-delay=SECONDS``, ``--ignore-pings-while-busy``, ``--instant``,
 ``--journal``, ``--startup-stderr``, ``--progress-session``.
 
 Directives are whole words in a message's (attachment-expanded) content: ``#crash``,
@@ -154,6 +154,12 @@ class FakeAgent:
                     fh.flush()
             except OSError:
                 pass
+
+    def count_starts(self) -> int:
+        path = self.state / "journal.ndjson"
+        if not path.exists():
+            return 0
+        return path.read_bytes().count(b'"event": "start"')
 
     def exit(self, code: int, reason: str) -> None:
         self.journal({"event": "exit", "code": code, "reason": reason})
@@ -355,6 +361,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Fake picobot JSON channel agent")
     parser.add_argument("--state", required=True, help="directory for memory and journal")
     parser.add_argument("--no-ready", action="store_true", help="never print the ready record")
+    parser.add_argument("--ready-once", action="store_true",
+                        help="print ready on the first start only (a restart never gets ready)")
     parser.add_argument("--crash-on-start", action="store_true", help="exit 4 before ready")
     parser.add_argument("--ready-delay", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--ignore-pings-while-busy", action="store_true")
@@ -368,7 +376,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     agent = FakeAgent(args)
-    agent.journal({"event": "start", "argv": sys.argv[1:]})
+    # Which service-manager and bridge variables leaked into our environment, by name only.
+    leaked = sorted(k for k in os.environ
+                    if k.startswith(("NOTIFY_SOCKET", "WATCHDOG_", "PICOBRIDGE_",
+                                     "CREDENTIALS_DIRECTORY")))
+    starts_before = agent.count_starts()
+    agent.journal({"event": "start", "argv": sys.argv[1:], "env": leaked})
     if args.startup_stderr:
         for i in range(5):
             sys.stderr.write(f"fake picobot: startup log line {i}\n")
@@ -377,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
         agent.exit(4, "crash on start")
     if args.ready_delay > 0:
         time.sleep(args.ready_delay)
-    if not args.no_ready:
+    if not args.no_ready and not (args.ready_once and starts_before > 0):
         agent.emit({"type": "ready"})
     threading.Thread(target=agent.work_loop, name="worker", daemon=True).start()
     agent.read_loop()
