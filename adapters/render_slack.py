@@ -126,8 +126,19 @@ def _count(items: Iterator[str], cap: int) -> int:
 
 
 def _rendered(markdown: str, limit: int) -> Iterator[str]:
-    for piece in iter_split_markdown(markdown, lambda p: len(to_mrkdwn(p)) <= limit):
-        text = to_mrkdwn(piece)
+    # The splitter returns a piece it has just probed: remember the last few conversions so
+    # a short reply is converted once, not twice.
+    memo: dict[str, str] = {}
+
+    def convert(piece: str) -> str:
+        if piece not in memo:
+            if len(memo) >= 8:
+                memo.clear()
+            memo[piece] = to_mrkdwn(piece)
+        return memo[piece]
+
+    for piece in iter_split_markdown(markdown, lambda p: len(convert(p)) <= limit):
+        text = convert(piece)
         if text.strip():
             yield text
         else:
