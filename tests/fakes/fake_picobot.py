@@ -5,8 +5,9 @@ Speaks the NDJSON channel protocol on stdin/stdout so the bridge can be tested a
 crashes, hangs, junk output, huge lines and odd Unicode without a real model.
 
 Run: ``python fake_picobot.py --state DIR [flags]``.  Flags: ``--no-ready``,
-``--crash-on-start``, ``--ready-once``, ``--ready-delay=SECONDS``, ``--ignore-pings-while-busy``, ``--instant``,
-``--journal``, ``--startup-stderr``, ``--progress-session``.
+``--crash-on-start``, ``--ready-once``, ``--ready-delay=SECONDS``,
+``--ignore-pings-while-busy``, ``--instant``, ``--journal``, ``--startup-stderr``,
+``--progress-session``.
 
 Directives are whole words in a message's (attachment-expanded) content: ``#crash``,
 ``#crash-once``, ``#hang``, ``#hang-once``, ``#hang-after`` (answer once, then stop answering

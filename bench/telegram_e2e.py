@@ -1,0 +1,239 @@
+"""Benchmark: Telegram end to end, picobridge against a minimal python-telegram-bot bot.
+
+N chats each send M messages through the fake Bot API (tests/fakes/fake_telegram.py), one
+at a time (the next once the previous is answered), to an instant fake agent. Both bots run
+as subprocesses against their own fake, with no rate limiter:
+
+- picobridge: `picobridge run` with its store, router and outbox (agent.max_in_flight = N);
+- minimal: PTB's Application with run_polling-style Updater and concurrent handlers that
+  forward each message to the same fake agent and send back its answer; no store at all.
+
+Latency is from the moment an update is queued in the fake until the answer's sendMessage
+reaches it. Run: `python bench/telegram_e2e.py [--chats 20] [--messages 25] [--check]`.
+Targets: picobridge's p50 within 1.25x of the minimal bot's, throughput at least 0.8x
+(`--check` exits 1 when one is missed). With every chat waiting for its answer, latency is
+the number of chats over throughput, so the two ratios move together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.fakes.fake_telegram import FakeTelegram  # noqa: E402
+from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
+
+TAG_PREFIX = "bench"
+
+
+@dataclass
+class Result:
+    name: str
+    messages: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def throughput(self) -> float:
+        return self.messages / self.seconds
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def line(self) -> str:
+        return (f"{self.name:<11} {self.messages:>5} msgs in {self.seconds:6.2f}s  "
+                f"{self.throughput:7.1f} msg/s  p50 {self.percentile(0.5) * 1000:6.1f} ms  "
+                f"p99 {self.percentile(0.99) * 1000:6.1f} ms")
+
+
+class Load:
+    """Closed-loop load: every chat sends its next message once the last one is answered."""
+
+    def __init__(self, fake: FakeTelegram, chats: list[int]) -> None:
+        self.fake = fake
+        self.chats = chats
+        self._waiters: dict[str, asyncio.Future[float]] = {}
+        self._seen = 0
+
+    async def _watch(self) -> None:
+        while True:
+            await self.fake.wait_for(lambda: len(self.fake.calls) > self._seen, timeout=3600)
+            calls, self._seen = self.fake.calls[self._seen:], len(self.fake.calls)
+            for call in calls:
+                if call.method != "sendMessage":
+                    continue
+                for word in str(call.params.get("text", "")).split():
+                    waiter = self._waiters.pop(word, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(call.time)
+
+    async def _chat(self, chat: int, rounds: int, label: str, out: list[float]) -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(rounds):
+            tag = f"{TAG_PREFIX}-{label}-{chat}-{i}"
+            waiter: asyncio.Future[float] = loop.create_future()
+            self._waiters[tag] = waiter
+            sent = time.monotonic()
+            self.fake.user_message(chat, chat, tag, entities=[])
+            answered = await asyncio.wait_for(waiter, 60)
+            out.append(answered - sent)
+
+    async def run(self, rounds: int, label: str) -> tuple[float, list[float]]:
+        watcher = asyncio.create_task(self._watch())
+        latencies: list[float] = []
+        start = time.monotonic()
+        try:
+            await asyncio.gather(*(self._chat(c, rounds, label, latencies) for c in self.chats))
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        return time.monotonic() - start, latencies
+
+
+async def measure(fake: FakeTelegram, chats: list[int], messages: int, name: str) -> Result:
+    load = Load(fake, chats)
+    await load.run(2, "warmup")
+    seconds, latencies = await load.run(messages, "run")
+    return Result(name, len(latencies), seconds, latencies)
+
+
+async def bench_picobridge(tmp: Path, chats: list[int], messages: int) -> Result:
+    async with FakeTelegram() as fake:
+        config = {
+            "state_dir": str(tmp / "state"),
+            "agent": {"command": agent_command(tmp / "agent", "--instant"),
+                      "max_in_flight": len(chats)},
+            "telegram": {"token": fake.token, "base_url": fake.base_url,
+                         "base_file_url": fake.base_file_url, "allowed_users": chats,
+                         "rate_limiter": False},
+            "log": {"level": "WARNING"},
+        }
+        daemon = await Daemon(write_config(tmp, config)).start()
+        try:
+            await fake.wait_for_poll(timeout=30)
+            return await measure(fake, chats, messages, "picobridge")
+        finally:
+            await daemon.stop()
+
+
+async def bench_minimal(tmp: Path, chats: list[int], messages: int) -> Result:
+    async with FakeTelegram() as fake:
+        env = cli_env({"BENCH_TOKEN": fake.token, "BENCH_BASE_URL": fake.base_url,
+                       "BENCH_AGENT": json.dumps(agent_command(tmp / "agent-min", "--instant"))})
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__)), "--minimal-bot", env=env, cwd=REPO)
+        try:
+            await fake.wait_for_poll(timeout=30)
+            return await measure(fake, chats, messages, "minimal PTB")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+
+
+# -- the minimal bot (runs in its own process) -----------------------------------------------
+
+
+async def minimal_bot() -> None:
+    from telegram import Update
+    from telegram.ext import Application, ContextTypes, MessageHandler, filters
+
+    agent = await asyncio.create_subprocess_exec(
+        *json.loads(os.environ["BENCH_AGENT"]), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE)
+    assert agent.stdin is not None and agent.stdout is not None
+    stdin, stdout = agent.stdin, agent.stdout
+    waiting: dict[str, deque[asyncio.Future[str]]] = {}
+    ready = asyncio.Event()
+
+    async def read_agent() -> None:
+        while line := await stdout.readline():
+            record: dict[str, Any] = json.loads(line)
+            if record.get("type") == "ready":
+                ready.set()
+            elif record.get("type") == "response":
+                session = str(record.get("session", "")).removeprefix("json:")
+                queue = waiting.get(session)
+                if queue:
+                    queue.popleft().set_result(str(record.get("content", "")))
+
+    async def forward(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.effective_message
+        if message is None or message.text is None:
+            return
+        session = f"chat-{message.chat_id}"
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        waiting.setdefault(session, deque()).append(answer)
+        record = {"type": "message", "session": session, "content": message.text}
+        stdin.write(json.dumps(record).encode() + b"\n")
+        await stdin.drain()
+        await context.bot.send_message(message.chat_id, await answer)
+
+    reader = asyncio.create_task(read_agent())
+    await ready.wait()
+    app = (Application.builder().token(os.environ["BENCH_TOKEN"])
+           .base_url(os.environ["BENCH_BASE_URL"]).concurrent_updates(True).build())
+    app.add_handler(MessageHandler(filters.TEXT, forward))
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with app:
+        assert app.updater is not None
+        await app.updater.start_polling(poll_interval=0, timeout=30)
+        await app.start()
+        await stop.wait()
+        await app.updater.stop()
+        await app.stop()
+    stdin.close()
+    await agent.wait()
+    reader.cancel()
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+async def main(chats: int, messages: int, check: bool) -> int:
+    ids = [10_000 + n for n in range(chats)]
+    with tempfile.TemporaryDirectory(prefix="picobridge-bench-") as tmp:
+        for name in ("pb", "min"):
+            (Path(tmp) / name).mkdir()
+        ours = await bench_picobridge(Path(tmp) / "pb", ids, messages)
+        base = await bench_minimal(Path(tmp) / "min", ids, messages)
+    print(f"Telegram end to end, {chats} chats x {messages} messages, instant fake agent")
+    print(ours.line())
+    print(base.line())
+    p50 = ours.percentile(0.5) / base.percentile(0.5)
+    p99 = ours.percentile(0.99) / base.percentile(0.99)
+    rate = ours.throughput / base.throughput
+    met = p50 <= 1.25 and rate >= 0.8
+    print(f"ratios     p50 latency {p50:.2f}x (target <= 1.25x), p99 latency {p99:.2f}x, "
+          f"throughput {rate:.2f}x (target >= 0.80x): targets {'met' if met else 'missed'}")
+    return 0 if met or not check else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chats", type=int, default=20)
+    parser.add_argument("--messages", type=int, default=25, help="per chat")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--minimal-bot", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.minimal_bot:
+        asyncio.run(minimal_bot())
+        sys.exit(0)
+    sys.exit(asyncio.run(main(args.chats, args.messages, args.check)))

@@ -1,0 +1,56 @@
+"""Shared pieces of the Telegram end-to-end tests: the daemon's config against a FakeTelegram,
+waiting for the bot's answers, and the checks every run ends with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.fake_telegram import FakeTelegram, SentMessage
+from tests.harness import Daemon, base_config, write_config
+
+USER = 4242  # allowed in every test config
+OTHER_USER = 4343  # allowed too, for groups with two speakers
+STRANGER = 9999  # never allowed
+
+
+def telegram_config(tmp: Path, fake: FakeTelegram, *agent_flags: str,
+                    agent: dict[str, Any] | None = None,
+                    sections: dict[str, Any] | None = None, **telegram: Any) -> Path:
+    """A config file for `picobridge run` against `fake`; `sections` adds top-level tables."""
+    config = base_config(tmp, *agent_flags, **(agent or {}))
+    config.update(sections or {})
+    config["telegram"] = {
+        "token": fake.token,
+        "base_url": fake.base_url,
+        "base_file_url": fake.base_file_url,
+        "allowed_users": [USER, OTHER_USER],
+        # The limiter would only slow the tests down; it has nothing to check against a fake.
+        "rate_limiter": False,
+        **telegram,
+    }
+    return write_config(tmp, config)
+
+
+def assert_no_token(daemon: Daemon, token: str) -> None:
+    """The token must not even reach the log redactor: nothing of ours tried to log it."""
+    for line in daemon.log_lines + daemon.stdout_lines:
+        assert token not in line, f"the token leaked into the log: {line[:200]!r}"
+        assert "[REDACTED]" not in line, f"something tried to log a secret: {line[:200]!r}"
+
+
+def replies(fake: FakeTelegram, chat_id: int, needle: str) -> list[SentMessage]:
+    return [m for m in fake.sent_messages(chat_id) if needle in (m.text or m.caption or "")]
+
+
+async def reply_containing(fake: FakeTelegram, chat_id: int, needle: str,
+                           timeout: float = 15.0) -> SentMessage:
+    await fake.wait_for(lambda: bool(replies(fake, chat_id, needle)), timeout,
+                        f"a reply containing {needle!r} in chat {chat_id}")
+    return replies(fake, chat_id, needle)[0]
+
+
+async def started(daemon: Daemon, fake: FakeTelegram) -> None:
+    """The daemon is connected and long-polling."""
+    await daemon.wait_for_log(r"connected to Telegram as @")
+    await fake.wait_for_poll(timeout=20)

@@ -1,0 +1,84 @@
+"""Telegram end to end: files users send (text inline, the rest saved under state_dir/media),
+albums as one message, and files over the limits refused with a clear reply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.telegram_support import STRANGER, USER, reply_containing, started, telegram_config
+from tests.fakes.fake_telegram import FakeTelegram
+from tests.harness import AgentJournal, Daemon
+
+JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 40
+
+
+async def test_text_file_inline_and_photo_saved(tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
+            await started(daemon, fake)
+            fake.user_document(USER, USER, b"line one\nline two <&>\n", "notes.txt", "text/plain",
+                               caption="summarise this")
+            reply = await reply_containing(fake, USER, "summarise this")
+            assert "[Attachment: notes.txt]" in (reply.text or "")
+            fake.user_photo(USER, USER, JPEG, caption="what is this?", width=800, height=600)
+            await reply_containing(fake, USER, "what is this?")
+            fake.user_document(USER, USER, b"secret", "../../etc/passwd", "application/pdf")
+            await fake.wait_for(lambda: len(fake.sent_messages(USER)) == 3)
+        first, photo, sneaky = AgentJournal(tmp_path / "agent").messages()
+        assert first["content"] == "summarise this"
+        assert first["attachments"] == [{"name": "notes.txt",
+                                         "content": "line one\nline two <&>\n"}]
+        # Only the largest photo size is fetched; the agent learns path, size and type.
+        assert photo["content"] == "what is this?"
+        (attachment,) = photo["attachments"]
+        assert attachment["name"].endswith(".jpg")
+        assert f"size: {len(JPEG)} bytes" in attachment["content"]
+        assert "type: image/jpeg" in attachment["content"]
+        path = Path(attachment["content"].split("saved to ", 1)[1].split("\n", 1)[0])
+        media = (tmp_path / "state" / "media").resolve()
+        assert path.is_absolute() and path.is_relative_to(media)
+        assert path.read_bytes() == JPEG  # noqa: ASYNC240 (a test's check, nothing waits)
+        assert len([d for d in fake.downloads if d.startswith("photos/")]) == 1
+        # A hostile file name stays inside the media folder.
+        saved = Path(sneaky["attachments"][0]["content"].split("saved to ", 1)[1].split("\n")[0])
+        assert saved.is_relative_to(media)
+        assert saved.read_bytes() == b"secret"  # noqa: ASYNC240
+        assert ".." not in saved.name and "/" not in sneaky["attachments"][0]["name"]
+
+
+async def test_album_arrives_as_one_message(tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
+            await started(daemon, fake)
+            fake.user_photo(USER, USER, JPEG, caption="two views", media_group_id="alb1")
+            fake.user_photo(USER, USER, JPEG[::-1], media_group_id="alb1")
+            fake.user_voice(USER, USER, b"OggS voice bytes")
+            await reply_containing(fake, USER, "two views")
+            await fake.wait_for(lambda: len(fake.sent_messages(USER)) == 2)
+        album, voice = AgentJournal(tmp_path / "agent").messages()
+        assert album["content"] == "two views"
+        assert len(album["attachments"]) == 2
+        assert len(voice["attachments"]) == 1 and "audio/ogg" in voice["attachments"][0]["content"]
+        assert len(fake.sent_messages(USER)) == 2
+
+
+async def test_files_over_the_limits_are_refused_clearly(tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake, sections={"attachments": {"max_bytes": 4000}})
+        async with Daemon(config) as daemon:
+            await started(daemon, fake)
+            huge = fake.add_file(b"x" * 100, "movie.mp4", "video/mp4", kind="video",
+                                 file_size=30 * 1024 * 1024)
+            fake.user_message(USER, USER, video=huge)
+            refusal = await reply_containing(fake, USER, "movie.mp4")
+            assert "MB" in (refusal.text or "")
+            fake.user_document(USER, USER, b"y" * 5000, "big.bin", caption="and this")
+            await reply_containing(fake, USER, "'big.bin' is 4 KB")
+            answer = await reply_containing(fake, USER, "echo: and this")
+            assert "could not be received" in (answer.text or "")
+            # A stranger's file is never fetched.
+            fake.user_document(STRANGER, STRANGER, b"z" * 10, "a.txt", "text/plain")
+            await reply_containing(fake, STRANGER, "picobridge access allow")
+        assert fake.downloads == []
+        (only,) = AgentJournal(tmp_path / "agent").messages()
+        assert "attachments" not in only

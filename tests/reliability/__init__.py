@@ -1,0 +1,1 @@
+"""Long-running reliability tests (marked `slow`; CI still runs them)."""

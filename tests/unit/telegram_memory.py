@@ -1,0 +1,76 @@
+"""An in-memory BridgeLink for the Telegram adapter's unit tests."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.base import ChatRef, InboundMessage, SubmitResult
+
+
+@dataclass
+class MemoryBridge:
+    """The BridgeLink an adapter sees, in memory; `gate` holds submits to test durability."""
+
+    submitted: list[InboundMessage] = field(default_factory=list)
+    cursors: dict[str, str] = field(default_factory=dict)
+    fatal_reasons: list[str] = field(default_factory=list)
+    connections: list[bool] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: int = 0
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    def __post_init__(self) -> None:
+        self.gate.set()
+
+    async def wait_for(self, predicate: Any, what: str) -> None:
+        async def wait() -> None:
+            async with self.changed:
+                await self.changed.wait_for(predicate)
+        try:
+            await asyncio.wait_for(wait(), 10)
+        except TimeoutError:
+            raise AssertionError(f"timed out waiting for {what}") from None
+
+    async def _notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def submit(self, message: InboundMessage) -> SubmitResult:
+        self.waiting += 1
+        await self._notify()
+        await self.gate.wait()
+        self.waiting -= 1
+        if any(m.platform_message_id == message.platform_message_id for m in self.submitted):
+            return SubmitResult.DUPLICATE
+        self.submitted.append(message)
+        await self._notify()
+        return SubmitResult.ACCEPTED
+
+    async def is_allowed(self, platform: str, user_id: str) -> bool:
+        return True
+
+    async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
+        return False
+
+    async def knows_chat(self, chat: ChatRef) -> bool:
+        return False
+
+    async def get_cursor(self, name: str) -> str | None:
+        return self.cursors.get(name)
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        self.cursors[name] = value
+
+    def connection_changed(self, platform: str, connected: bool) -> None:
+        self.connections.append(connected)
+        asyncio.get_running_loop().create_task(self._notify())
+
+    def http_app(self) -> Any:
+        return None
+
+    def fatal(self, platform: str, reason: str) -> None:
+        self.fatal_reasons.append(reason)
+        asyncio.get_running_loop().create_task(self._notify())

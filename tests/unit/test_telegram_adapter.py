@@ -1,0 +1,103 @@
+"""The adapter as the bridge and `picobridge check` see it: verify, proxy, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters import telegram as telegram_module
+from adapters.base import ChatRef, DeliveryError, OutgoingReply, ReplyKind
+from adapters.telegram import TelegramAdapter
+from config.settings import Settings
+from tests.fakes.fake_telegram import FakeTelegram
+from tests.unit.telegram_memory import MemoryBridge
+
+
+def adapter(tmp_path: Path, fake: FakeTelegram, **telegram: Any) -> TelegramAdapter:
+    settings = Settings(state_dir=tmp_path, telegram={
+        "token": fake.token, "base_url": fake.base_url, "base_file_url": fake.base_file_url,
+        "rate_limiter": False, **telegram})
+    built = TelegramAdapter.from_settings(settings)
+    assert built is not None
+    return built
+
+
+def test_disabled_without_a_token(tmp_path: Path) -> None:
+    assert TelegramAdapter.from_settings(Settings(state_dir=tmp_path)) is None
+
+
+async def test_verify_names_the_bot_and_never_the_token(tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        assert await adapter(tmp_path, fake).verify() == (
+            "bot @picobridge_test_bot (Picobridge Test Bot), polling mode")
+        fake.token = "1:revoked"
+        with pytest.raises(RuntimeError) as refused:
+            await adapter(tmp_path, fake, token="5123456789:AAFakeTokenForPicobridgeTests_x7Qv0"
+                                                "Lk3Zp9").verify()
+        assert "401" in str(refused.value) and "AAFake" not in str(refused.value)
+
+
+async def test_requests_go_through_the_proxy(tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        # The Bot API host does not exist: only the proxy (here the fake itself, which serves
+        # absolute-form proxy requests by path) can answer.
+        unreachable = adapter(tmp_path, fake, base_url="http://api.telegram.invalid/bot")
+        with pytest.raises(RuntimeError, match="cannot reach Telegram"):
+            await unreachable.verify()
+        proxied = adapter(tmp_path, fake, base_url="http://api.telegram.invalid/bot",
+                          proxy_url=fake.url)
+        assert (await proxied.verify()).startswith("bot @picobridge_test_bot")
+
+
+async def test_unusable_proxy_is_a_clear_fatal_error(tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        bad = adapter(tmp_path, fake, proxy_url="ftp://127.0.0.1:9")
+        bridge = MemoryBridge()
+        await bad.start(bridge)
+        assert bridge.fatal_reasons and "proxy_url" in bridge.fatal_reasons[0]
+        await bad.stop()
+
+
+async def test_revoked_token_at_start_is_fatal_and_replies_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(telegram_module, "READY_WAIT", 0.2)
+    async with FakeTelegram() as fake:
+        fake.token = "1:revoked"
+        bot = adapter(tmp_path, fake, token="5123456789:AAFakeTokenForPicobridgeTests_x7Qv0"
+                                            "Lk3Zp9")
+        bridge = MemoryBridge()
+        await bot.start(bridge)
+        await bridge.wait_for(lambda: bool(bridge.fatal_reasons), "the fatal report")
+        assert "401" in bridge.fatal_reasons[0] and "AAFake" not in bridge.fatal_reasons[0]
+        with pytest.raises(DeliveryError, match="not connected"):
+            await bot.send_reply(ChatRef("telegram", "1"), OutgoingReply("x", ReplyKind.ANSWER))
+        await bot.stop()
+        await bot.stop()  # twice is fine
+        assert not bot.connected()
+
+
+async def test_old_media_are_deleted_on_start(tmp_path: Path) -> None:
+    folder = tmp_path / "media" / "telegram"
+    folder.mkdir(parents=True)
+    old, new = folder / "old.jpg", folder / "new.jpg"
+    old.write_bytes(b"x")
+    new.write_bytes(b"y")
+    month_ago = time.time() - 31 * 86400
+    os.utime(old, (month_ago, month_ago))
+    async with FakeTelegram() as fake:
+        bot = adapter(tmp_path, fake)
+        await bot.start(MemoryBridge())
+        try:
+            # Removal runs in a thread: nothing to await but the file system itself.
+            for _ in range(200):
+                if not old.exists():
+                    break
+                await asyncio.sleep(0.01)
+            assert not old.exists() and new.exists()
+        finally:
+            await bot.stop()

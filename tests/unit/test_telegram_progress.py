@@ -1,0 +1,93 @@
+"""Typing, streamed drafts and tool status against the fake Bot API."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from telegram.ext import ExtBot
+
+from adapters import telegram_progress
+from adapters.base import ChatRef, Outcome, ProgressEvent, ProgressKind
+from adapters.telegram_progress import ProgressDisplay, draft, visible
+from tests.fakes.fake_telegram import FakeTelegram, utf16_len
+
+CHAT = ChatRef("telegram", "42")
+
+
+def test_visible_and_draft_stay_within_one_message() -> None:
+    assert visible("short") == "short"
+    cut = visible("😀" * 3000)  # 6000 UTF-16 units
+    assert utf16_len(cut) <= 4096 and cut.endswith(" …")
+    long_markdown = "\n\n".join(f"**part {n}** " + "words " * 300 for n in range(10))
+    shown = draft(long_markdown)
+    assert utf16_len(shown.text) <= 4096 and shown.text.endswith(" …")
+    assert shown.entities and shown.entities[0].type == "bold"
+
+
+@pytest.fixture
+async def rig(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[FakeTelegram,
+                                                                      ProgressDisplay]]:
+    monkeypatch.setattr(telegram_progress, "TYPING_EVERY", 0.05)
+    monkeypatch.setattr(telegram_progress, "TYPING_GRACE", 0.0)
+    monkeypatch.setattr(telegram_progress, "EDIT_INTERVAL_PRIVATE", 0.05)
+    async with FakeTelegram() as fake:
+        bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url)
+        await bot.initialize()
+        display = ProgressDisplay(bot, bot, stream=True, show_tools=True, typing_cap=30,
+                                  scrub=str)
+        try:
+            yield fake, display
+        finally:
+            await display.close()
+            await bot.shutdown()
+
+
+async def test_typing_is_renewed_until_the_turn_ends(
+        rig: tuple[FakeTelegram, ProgressDisplay]) -> None:
+    fake, display = rig
+    display.event(CHAT, ProgressEvent(ProgressKind.STARTED, message_ids=("5",)))
+    await fake.wait_for(lambda: len(fake.chat_actions) >= 3, what="three typing actions")
+    assert {(a.chat_id, a.action) for a in fake.chat_actions} == {(42, "typing")}
+    typing = display._turns[CHAT.key].typing
+    assert typing is not None
+    display.clear(CHAT, Outcome.DONE)
+    await asyncio.gather(typing, return_exceptions=True)
+    assert typing.cancelled()
+
+
+async def test_stream_edits_one_draft_that_the_answer_takes_over(
+        rig: tuple[FakeTelegram, ProgressDisplay]) -> None:
+    fake, display = rig
+    display.event(CHAT, ProgressEvent(ProgressKind.STARTED, message_ids=("5",)))
+    display.event(CHAT, ProgressEvent(ProgressKind.TEXT, text="Hello **wor"))
+    await fake.wait_for(lambda: len(fake.sent_messages(42)) == 1, what="the draft")
+    for word in ("ld**", " and ", "more ", "words"):
+        display.event(CHAT, ProgressEvent(ProgressKind.TEXT, text=word))
+    await fake.wait_for(lambda: fake.texts(42) == ["Hello world and more words"],
+                        what="the draft to catch up")
+    (message,) = fake.sent_messages(42)
+    assert message.params.get("reply_parameters", {}).get("message_id") == 5
+    assert {"type": "bold", "offset": 6, "length": 5} in message.entities
+    display.clear(CHAT, Outcome.DONE)
+    assert await display.take_draft(CHAT) == message.message_id
+    assert await display.take_draft(CHAT) is None
+    # Throttled: never more than one edit per interval.
+    edits = [c.time for c in fake.calls if c.method == "editMessageText"]
+    gaps = [b - a for a, b in itertools.pairwise(edits)]
+    assert all(gap >= 0.04 for gap in gaps)
+
+
+async def test_requeued_turn_removes_its_draft_and_tool_status(
+        rig: tuple[FakeTelegram, ProgressDisplay]) -> None:
+    fake, display = rig
+    display.event(CHAT, ProgressEvent(ProgressKind.TOOL_START, tool="list_dir"))
+    display.event(CHAT, ProgressEvent(ProgressKind.TEXT, text="half an answer"))
+    await fake.wait_for(lambda: len(fake.sent_messages(42)) == 2, what="status and draft")
+    assert any(t.startswith("🔧 list_dir") for t in fake.texts(42))
+    display.clear(CHAT, Outcome.REQUEUED)
+    await fake.wait_for(lambda: fake.sent_messages(42) == [], what="both deleted")
+    assert await display.take_draft(CHAT) is None

@@ -1,0 +1,120 @@
+"""Reply delivery against the fake Bot API: plans, partial retries, error mapping, fallbacks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from telegram.ext import ExtBot
+
+from adapters.base import ChatRef, DeliveryError, OutgoingReply, ReplyKind
+from adapters.telegram_send import EMPTY_REPLY, FileStep, Sender, TextStep, plan
+from tests.fakes.fake_telegram import FakeTelegram
+
+CHAT = ChatRef("telegram", "42")
+
+
+def para(n: int, size: int = 1500) -> str:
+    return f"**Paragraph {n}** " + ("lorem ipsum " * (size // 12))
+
+
+def test_plan_short_long_and_empty() -> None:
+    (only,) = plan("hello **world**", 4)
+    assert isinstance(only, TextStep) and only.chunk.text == "hello world"
+    long_text = "\n\n".join(para(n) for n in range(12))
+    steps = plan(long_text, 4)
+    assert [type(s) for s in steps] == [TextStep, FileStep]
+    head, document = steps
+    assert isinstance(head, TextStep) and "attached file" in head.chunk.text
+    assert head.chunk.text.startswith("Paragraph 0")
+    assert isinstance(document, FileStep) and document.markdown == long_text
+    assert len(plan(long_text, 20)) > 4
+    (empty,) = plan("  \n ", 4)
+    assert isinstance(empty, TextStep) and empty.chunk.text == EMPTY_REPLY
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+async def sender(fake: FakeTelegram) -> AsyncIterator[Sender]:
+    bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url,
+                              base_file_url=fake.base_file_url)
+    await bot.initialize()
+    revoked: list[bool] = []
+    yield Sender(bot, max_chunks=4, scrub=lambda s: s.replace(fake.token, "[token]"),
+                 on_revoked=lambda: revoked.append(True))
+    await bot.shutdown()
+
+
+async def test_retry_after_a_429_resends_only_missing_chunks(fake: FakeTelegram,
+                                                             sender: Sender) -> None:
+    text = "\n\n".join(para(n) for n in range(6))  # three chunks
+    reply = OutgoingReply(text, ReplyKind.ANSWER, reply_to="7")
+    fake.set_flood(every=2, retry_after=3)
+    with pytest.raises(DeliveryError) as first:
+        await sender.send(CHAT, reply)
+    assert first.value.retry_after == 3 and not first.value.permanent
+    fake.set_flood(0)
+    await sender.send(CHAT, reply)
+    texts = fake.texts(42)
+    assert len(texts) == 3 and len(set(texts)) == 3
+    assert texts[0].startswith("Paragraph 0") and texts[2].startswith("Paragraph 4")
+    # The quote belongs to the first message only, also when the rest came on a retry.
+    quoted = [m.params.get("reply_parameters") for m in fake.sent_messages(42)]
+    assert quoted[0] == {"message_id": 7, "allow_sending_without_reply": True}
+    assert quoted[1:] == [None, None]
+
+
+async def test_error_mapping(fake: FakeTelegram, sender: Sender) -> None:
+    reply = OutgoingReply("hi", ReplyKind.ANSWER)
+    fake.fail_next("sendMessage", 502)
+    with pytest.raises(DeliveryError) as gateway:
+        await sender.send(CHAT, reply)
+    assert not gateway.value.permanent and gateway.value.retry_after is None
+    fake.fail_next("sendMessage", 400, description="Bad Request: message thread not found")
+    with pytest.raises(DeliveryError) as refused:
+        await sender.send(CHAT, reply)
+    assert refused.value.permanent and "thread not found" in str(refused.value)
+    fake.block_chat(42)
+    with pytest.raises(DeliveryError) as blocked:
+        await sender.send(CHAT, reply)
+    assert blocked.value.permanent
+    assert fake.token not in str(blocked.value)
+
+
+async def test_entity_refusal_falls_back_to_plain_text(fake: FakeTelegram,
+                                                       sender: Sender) -> None:
+    fake.fail_next("sendMessage", 400, description="Bad Request: can't parse entities: x")
+    await sender.send(CHAT, OutgoingReply("**bold** and `code`", ReplyKind.ANSWER))
+    (message,) = fake.sent_messages(42)
+    assert message.text == "bold and code" and message.entities == []
+
+
+async def test_group_migrated_to_supergroup(fake: FakeTelegram, sender: Sender) -> None:
+    fake.fail_next("sendMessage", 400, description="Bad Request: group chat was upgraded",
+                   parameters={"migrate_to_chat_id": -1001234})
+    await sender.send(ChatRef("telegram", "-55"), OutgoingReply("moved", ReplyKind.ANSWER))
+    assert fake.texts(-1001234) == ["moved"]
+
+
+async def test_streamed_draft_becomes_the_answer(fake: FakeTelegram, sender: Sender) -> None:
+    draft = await sender._bot.send_message(42, "partial answ")
+    await sender.send(CHAT, OutgoingReply("partial **answer**", ReplyKind.ANSWER),
+                      edit=draft.message_id)
+    (message,) = fake.sent_messages(42)
+    assert message.text == "partial answer" and message.edits == ["partial answ"]
+    assert message.entities == [{"type": "bold", "offset": 8, "length": 6}]
+
+
+async def test_long_reply_goes_as_a_file_in_the_topic(fake: FakeTelegram,
+                                                      sender: Sender) -> None:
+    text = "\n\n".join(para(n) for n in range(12))
+    await sender.send(ChatRef("telegram", "-100900", "5"), OutgoingReply(text, ReplyKind.ANSWER))
+    head, document = fake.sent_messages(-100900)
+    assert head.message_thread_id == 5 and document.message_thread_id == 5
+    assert document.file is not None and document.file.data.decode() == text
