@@ -28,94 +28,25 @@ import os
 import signal
 import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.closed_loop import Load, Result  # noqa: E402
 from tests.fakes.fake_slack import FakeSlack  # noqa: E402
 from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
 
-TAG_PREFIX = "bench"
 LATENCY_TARGET = 1.25
 THROUGHPUT_TARGET = 0.8
 
 
-@dataclass
-class Result:
-    name: str
-    messages: int
-    seconds: float
-    latencies: list[float]
-
-    @property
-    def throughput(self) -> float:
-        return self.messages / self.seconds
-
-    def percentile(self, q: float) -> float:
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    def line(self) -> str:
-        return (f"{self.name:<11} {self.messages:>5} msgs in {self.seconds:6.2f}s  "
-                f"{self.throughput:7.1f} msg/s  p50 {self.percentile(0.5) * 1000:6.1f} ms  "
-                f"p99 {self.percentile(0.99) * 1000:6.1f} ms")
-
-
-class Load:
-    """Closed-loop load: every user sends their next DM once the last one is answered."""
-
-    def __init__(self, fake: FakeSlack, users: list[str]) -> None:
-        self.fake = fake
-        self.users = users
-        self._waiters: dict[str, asyncio.Future[float]] = {}
-        self._seen = 0
-
-    async def _watch(self) -> None:
-        while True:
-            await self.fake.wait_for(lambda: len(self.fake.calls) > self._seen, timeout=3600)
-            calls, self._seen = self.fake.calls[self._seen:], len(self.fake.calls)
-            for call in calls:
-                if call.method != "chat.postMessage":
-                    continue
-                for word in str(call.params.get("text", "")).split():
-                    waiter = self._waiters.pop(word, None)
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(call.time)
-
-    async def _chat(self, user: str, rounds: int, label: str, out: list[float]) -> None:
-        loop = asyncio.get_running_loop()
-        for i in range(rounds):
-            tag = f"{TAG_PREFIX}-{label}-{user}-{i}"
-            waiter: asyncio.Future[float] = loop.create_future()
-            self._waiters[tag] = waiter
-            event = self.fake.dm_message(tag, user=user)
-            sent = time.monotonic()
-            await self.fake.send_event(event)
-            answered = await asyncio.wait_for(waiter, 60)
-            out.append(answered - sent)
-
-    async def run(self, rounds: int, label: str) -> tuple[float, list[float]]:
-        watcher = asyncio.create_task(self._watch())
-        latencies: list[float] = []
-        start = time.monotonic()
-        try:
-            await asyncio.gather(*(self._chat(u, rounds, label, latencies) for u in self.users))
-        finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-        return time.monotonic() - start, latencies
-
-
 async def measure(fake: FakeSlack, users: list[str], messages: int, name: str) -> Result:
-    load = Load(fake, users)
-    await load.run(2, "warmup")
-    seconds, latencies = await load.run(messages, "run")
-    return Result(name, len(latencies), seconds, latencies)
+    async def send(user: str, tag: str) -> None:
+        await fake.send_event(fake.dm_message(tag, user=user))
+
+    return await Load(fake, users, "chat.postMessage", send).measure(messages, name)
 
 
 async def bench_picobridge(tmp: Path, users: list[str], messages: int) -> Result:

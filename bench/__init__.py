@@ -1,0 +1,1 @@
+"""Benchmarks, run by hand (not by CI): python bench/<name>.py."""

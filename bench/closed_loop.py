@@ -1,0 +1,101 @@
+"""The closed-loop load both end-to-end benchmarks drive: every chat sends its next message once
+the last one is answered, and latency runs from sending to the fake platform seeing the answer.
+
+A platform plugs in two things: how a chat sends a tagged message, and which of the fake's
+recorded calls carry answers (and their text)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+TAG_PREFIX = "bench"
+
+
+class Call(Protocol):
+    method: str
+    params: Any
+    time: float
+
+
+class Fake(Protocol):
+    @property
+    def calls(self) -> Sequence[Any]: ...
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = ...) -> Any: ...
+
+
+@dataclass
+class Result:
+    name: str
+    messages: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def throughput(self) -> float:
+        return self.messages / self.seconds
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def line(self) -> str:
+        return (f"{self.name:<11} {self.messages:>5} msgs in {self.seconds:6.2f}s  "
+                f"{self.throughput:7.1f} msg/s  p50 {self.percentile(0.5) * 1000:6.1f} ms  "
+                f"p99 {self.percentile(0.99) * 1000:6.1f} ms")
+
+
+class Load:
+    def __init__(self, fake: Fake, chats: Sequence[Any], answer_method: str,
+                 send: Callable[[Any, str], Awaitable[None]]) -> None:
+        self.fake = fake
+        self.chats = chats
+        self._answer_method = answer_method
+        self._send = send
+        self._waiters: dict[str, asyncio.Future[float]] = {}
+        self._seen = 0
+
+    async def _watch(self) -> None:
+        while True:
+            await self.fake.wait_for(lambda: len(self.fake.calls) > self._seen, timeout=3600)
+            calls, self._seen = self.fake.calls[self._seen:], len(self.fake.calls)
+            for call in calls:
+                if call.method != self._answer_method:
+                    continue
+                for word in str(call.params.get("text", "")).split():
+                    waiter = self._waiters.pop(word, None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(call.time)
+
+    async def _chat(self, chat: Any, rounds: int, label: str, out: list[float]) -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(rounds):
+            tag = f"{TAG_PREFIX}-{label}-{chat}-{i}"
+            waiter: asyncio.Future[float] = loop.create_future()
+            self._waiters[tag] = waiter
+            sent = time.monotonic()
+            await self._send(chat, tag)
+            answered = await asyncio.wait_for(waiter, 60)
+            out.append(answered - sent)
+
+    async def run(self, rounds: int, label: str) -> tuple[float, list[float]]:
+        watcher = asyncio.create_task(self._watch())
+        latencies: list[float] = []
+        start = time.monotonic()
+        try:
+            await asyncio.gather(*(self._chat(c, rounds, label, latencies) for c in self.chats))
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        return time.monotonic() - start, latencies
+
+    async def measure(self, messages: int, name: str) -> Result:
+        await self.run(2, "warmup")
+        seconds, latencies = await self.run(messages, "run")
+        return Result(name, len(latencies), seconds, latencies)
