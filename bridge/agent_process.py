@@ -83,7 +83,10 @@ class _Child:
         async with self.write_lock:
             stdin.write(encode_record(record))
             # An agent that stopped reading fills the pipe; don't wait on it forever.
-            await asyncio.wait_for(stdin.drain(), timeout)
+            # (asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+            # that lands as the wait completes, and these run inside loops that must stop.)
+            async with asyncio.timeout(timeout):
+                await stdin.drain()
 
 
 async def spawn(settings: AgentSettings) -> asyncio.subprocess.Process:
@@ -201,7 +204,8 @@ class AgentSupervisor:
             log.warning("agent down (%s); restarting in %.1fs", reason, delay)
             self._set_state(AgentState.RESTARTING)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._stopping.wait()
 
     async def _supervise(self, child: _Child) -> tuple[str, float | None]:
         """Run one agent process until it exits, is killed or we stop; returns why it ended."""
@@ -272,7 +276,8 @@ class AgentSupervisor:
     async def _health(self, child: _Child) -> None:
         settings = self._settings
         try:
-            await asyncio.wait_for(child.ready.wait(), settings.ready_timeout)
+            async with asyncio.timeout(settings.ready_timeout):
+                await child.ready.wait()
         except TimeoutError:
             self.restart(f"no ready within {settings.ready_timeout:g}s")
             return
@@ -287,7 +292,8 @@ class AgentSupervisor:
             child.pong.clear()
             try:
                 await child.write(self._codec.ping(), settings.ping_timeout)
-                await asyncio.wait_for(child.pong.wait(), settings.ping_timeout)
+                async with asyncio.timeout(settings.ping_timeout):
+                    await child.pong.wait()
             except (TimeoutError, ConnectionError, BrokenPipeError):
                 if self._listener.turn_running():
                     # Busy agents may answer pings late; turn_timeout guards a turn instead.

@@ -160,7 +160,8 @@ async def _agent_up(bridge: Any) -> None:
         if agent.start_failures >= 3 or (agent.last_error or "").startswith("agent command"):
             raise CliError(f"the agent cannot start: {agent.last_error}", exit_codes.AGENT)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(agent.first_ready.wait(), 0.2)
+            async with asyncio.timeout(0.2):
+                await agent.first_ready.wait()
 
 
 async def _migrate(settings: Settings) -> int:

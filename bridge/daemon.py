@@ -155,4 +155,5 @@ async def wait_until_settled(bridge: Bridge, chat_key: str, changed: asyncio.Eve
             return
         with contextlib.suppress(TimeoutError):
             # The event fires when a reply is printed; the timeout covers failures elsewhere.
-            await asyncio.wait_for(changed.wait(), 1.0)
+            async with asyncio.timeout(1.0):
+                await changed.wait()
