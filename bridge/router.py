@@ -340,6 +340,7 @@ class Router:
                 lane = self._waiting.popleft()
                 lane.waiting = False
                 if lane.turn is not None or not lane.queue:
+                    self._forget_if_idle(lane)  # e.g. emptied by /stop while it waited
                     continue
                 await self._dispatch(lane, self._agent)
 
