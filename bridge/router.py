@@ -299,7 +299,8 @@ class Router:
         self.turn_outcomes[outcome.value] = self.turn_outcomes.get(outcome.value, 0) + 1
         if outcome is Outcome.DONE and len(self.turn_seconds) < 10_000:
             self.turn_seconds.append(self._clock() - turn.started)
-        self._turns.pop(turn.session, None)
+        if self._turns.get(turn.session) is turn:
+            del self._turns[turn.session]
         lane = self._lanes.get(turn.chat.key)
         if lane is not None and lane.turn is turn:
             lane.turn = None
@@ -345,21 +346,28 @@ class Router:
                 await self._dispatch(lane, self._agent)
 
     async def _dispatch(self, lane: Lane, agent: AgentPort) -> None:
-        batch = self._take_batch(lane)
+        batch = [_with_attempt(m) for m in self._take_batch(lane)]
         now = self._clock()
         session = batch[0].session_id
-        await self._store.mark_dispatched([m.id for m in batch])
-        batch = [_with_attempt(m) for m in batch]
         turn = Turn(lane.chat, session, batch, now, now)
+        # Claim the lane and the session before the first await. Until then the lane looks
+        # idle: a turn of this chat ending meanwhile would forget it (_forget_if_idle), the
+        # chat's next message would build a new lane, and a second turn of the same session
+        # would start and take this one's answer.
         lane.turn = turn
         self._turns[session] = turn
         self._idle.clear()
+        await self._store.mark_dispatched(turn.ids)
         await self._show(turn, ProgressEvent(ProgressKind.STARTED))
+        if self._turns.get(session) is not turn:
+            return  # the agent was lost meanwhile and agent_lost put the messages back
         text = "\n\n".join(m.text for m in batch)
         attachments = tuple(a for m in batch for a in m.attachments)
         try:
             await agent.send(AgentRequest(session, text, attachments))
         except AgentUnavailable:
+            if self._turns.get(session) is not turn:
+                return  # lost during the write: agent_lost has requeued it already
             # The agent went away between the ready check and the write: not this message's
             # fault, so put it back without counting the attempt.
             self._end_turn(turn, Outcome.REQUEUED)
