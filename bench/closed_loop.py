@@ -8,12 +8,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 TAG_PREFIX = "bench"
+
+
+@contextlib.asynccontextmanager
+async def baseline_process(script: str, flag: str, env: Mapping[str, str],
+                           cwd: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Run a benchmark's own baseline bot (`script flag`) as a process for the block."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, script, flag, env=dict(env),
+                                                cwd=cwd)
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 30)
 
 
 class Call(Protocol):

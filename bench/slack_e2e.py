@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -34,7 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.closed_loop import Load, Result  # noqa: E402
+from bench.closed_loop import Load, Result, baseline_process  # noqa: E402
 from tests.fakes.fake_slack import FakeSlack  # noqa: E402
 from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
 
@@ -74,15 +73,9 @@ async def bench_minimal(tmp: Path, users: list[str], messages: int) -> Result:
         env = cli_env({"BENCH_BOT_TOKEN": fake.bot_token, "BENCH_APP_TOKEN": fake.app_token,
                        "BENCH_API_URL": fake.api_url,
                        "BENCH_AGENT": json.dumps(agent_command(tmp / "agent-min", "--instant"))})
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(Path(__file__)), "--minimal-app", env=env, cwd=REPO)
-        try:
+        async with baseline_process(str(Path(__file__)), "--minimal-app", env, str(REPO)):
             await fake.wait_for_socket(timeout=30)
             return await measure(fake, users, messages, "minimal")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
 
 
 # -- the minimal app (runs in its own process) ----------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -32,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.closed_loop import Load, Result  # noqa: E402
+from bench.closed_loop import Load, Result, baseline_process  # noqa: E402
 from tests.fakes.fake_telegram import FakeTelegram  # noqa: E402
 from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
 
@@ -67,15 +66,9 @@ async def bench_minimal(tmp: Path, chats: list[int], messages: int) -> Result:
     async with FakeTelegram() as fake:
         env = cli_env({"BENCH_TOKEN": fake.token, "BENCH_BASE_URL": fake.base_url,
                        "BENCH_AGENT": json.dumps(agent_command(tmp / "agent-min", "--instant"))})
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(Path(__file__)), "--minimal-bot", env=env, cwd=REPO)
-        try:
+        async with baseline_process(str(Path(__file__)), "--minimal-bot", env, str(REPO)):
             await fake.wait_for_poll(timeout=30)
             return await measure(fake, chats, messages, "minimal PTB")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.wait(), 30)
 
 
 # -- the minimal bot (runs in its own process) -----------------------------------------------
