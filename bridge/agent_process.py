@@ -287,9 +287,16 @@ class AgentSupervisor:
         self.first_ready.set()
         log.info("agent ready pid=%d", child.pid)
         await self._listener.agent_ready()
+        recheck = False
         while True:
-            await asyncio.sleep(settings.ping_interval)
+            if not recheck:
+                await asyncio.sleep(settings.ping_interval)
+            recheck = False
             child.pong.clear()
+            # A ping sent while a turn runs may be ignored by a busy agent even if the turn
+            # ends before the pong is due: judge by both moments, or an agent that just
+            # answered would be killed for it.
+            busy_at_ping = self._listener.turn_running()
             try:
                 await child.write(self._codec.ping(), settings.ping_timeout)
                 async with asyncio.timeout(settings.ping_timeout):
@@ -298,6 +305,11 @@ class AgentSupervisor:
                 if self._listener.turn_running():
                     # Busy agents may answer pings late; turn_timeout guards a turn instead.
                     log.debug("agent missed a pong during a turn")
+                    continue
+                if busy_at_ping:
+                    # The turn ended meanwhile: ask again at once, so an agent that hung
+                    # right after its turn is still caught within one ping_timeout.
+                    recheck = True
                     continue
                 self.restart(f"no pong within {settings.ping_timeout:g}s")
                 return
