@@ -33,7 +33,6 @@ and Slack's own rule that ``*``/``_`` need word boundaries still applies.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -88,17 +87,6 @@ def render_slack(markdown: str, limit: int = SLACK_LIMIT) -> list[str]:
         return list(_plain(markdown, limit))
 
 
-def needs_file(markdown: str, limit: int = SLACK_LIMIT, max_chunks: int = 5) -> bool:
-    """True when the reply would take more than ``max_chunks`` messages."""
-    _check_limit(limit)
-    markdown = scrub_surrogates(markdown)
-    try:
-        count = _count(_rendered(markdown, limit), max_chunks + 1)
-    except Exception:
-        count = _count(_plain(markdown, limit), max_chunks + 1)
-    return count > max_chunks
-
-
 def escape(text: str) -> str:
     """Escape the three characters Slack reserves for its markup."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -119,10 +107,6 @@ def to_mrkdwn(markdown: str) -> str:
 def _check_limit(limit: int) -> None:
     if limit < _MIN_LIMIT:
         raise ValueError(f"limit must be at least {_MIN_LIMIT}, got {limit}")
-
-
-def _count(items: Iterator[str], cap: int) -> int:
-    return sum(1 for _ in itertools.islice(items, cap))
 
 
 def _rendered(markdown: str, limit: int) -> Iterator[str]:

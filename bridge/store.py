@@ -252,8 +252,8 @@ class Store:
         return bool(list(rows))
 
     async def seen(self, platform: str, platform_msg_id: str) -> bool:
-        return await self._one("SELECT 1 FROM inbound WHERE platform = ? AND platform_msg_id = ?",
-                               (platform, platform_msg_id)) is not None
+        async with self._lock:
+            return await self._seen(self._db, platform, platform_msg_id)
 
     async def record_command(self, msg: InboundMessage, reply: str) -> bool:
         """Record a handled bridge command and its reply together; False when seen before."""

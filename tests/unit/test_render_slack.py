@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters import render_slack as rs
-from adapters.render_slack import escape, needs_file, render_slack, to_mrkdwn
+from adapters.render_slack import escape, render_slack, to_mrkdwn
 from tests.unit.test_render_telegram import long_reply
 from tests.unit.test_textsplit import markdownish
 
@@ -110,12 +110,6 @@ def test_converter_failure_falls_back_to_escaped_text(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(rs, "SlackMarkdownConverter", Broken)
     assert render_slack("a **b** <c>", limit=100) == ["a **b** &lt;c&gt;"]
-
-
-def test_needs_file() -> None:
-    assert not needs_file("short", max_chunks=1)
-    assert needs_file("word " * 5000, limit=3900, max_chunks=5)
-    assert not needs_file("word " * 5000, limit=3900, max_chunks=10)
 
 
 def test_small_limit_is_rejected() -> None:
