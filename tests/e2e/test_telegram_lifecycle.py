@@ -52,10 +52,12 @@ async def test_watchdog_reconnects_after_stall_and_errors(tmp_path: Path) -> Non
             fake.stall_next("getUpdates")
             await fake.wait_for(lambda: len(fake.calls_to("getUpdates")) > polls + 1)
             await daemon.wait_for_log(r"getUpdates gave no answer for \d+s; reconnecting")
+            # The fault applies to the next getUpdates call, not to the one already parked:
+            # wait until the poller has met it before the user writes.
             fake.fail_next("getUpdates", 502, times=2)
+            await daemon.wait_for_log(r"getUpdates failed: NetworkError: Bad Gateway")
             fake.user_message(USER, USER, "after the trouble")
             await reply_containing(fake, USER, "echo: after the trouble")
-            assert "getUpdates failed: NetworkError: Bad Gateway" in daemon.log
             fake.release()
         assert_no_token(daemon, fake.token)
 
