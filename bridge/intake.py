@@ -47,10 +47,9 @@ class Intake:
             log.info("message from unknown user refused platform=%s user=%s chat=%s", platform,
                      message.sender_id, chat.key)
             if await self._access.should_tell(platform, message.sender_id):
-                await self._store.add_reply(
+                self._outbox.deliver(await self._store.add_reply(
                     chat, ReplyKind.NOTICE, denial_text(platform, message.sender_id),
-                    reply_to=message.reply_to, private_to=message.sender_id)
-                self._outbox.kick(chat.key)
+                    reply_to=message.reply_to, private_to=message.sender_id))
             return SubmitResult.DENIED
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
@@ -72,8 +71,9 @@ class Intake:
             self.duplicates[platform] = self.duplicates.get(platform, 0) + 1
             return SubmitResult.DUPLICATE
         reply = await self._commands.run(name, message.chat)
-        if await self._store.record_command(message, reply):
-            self._outbox.kick(message.chat.key)
+        stored = await self._store.record_command(message, reply)
+        if stored is not None:
+            self._outbox.deliver(stored)
         log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
         return SubmitResult.COMMAND
 

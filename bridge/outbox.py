@@ -3,6 +3,9 @@
 Every reply is committed before delivery starts, so a crash only ever means "send again".
 One delivery task per chat with pending replies: a chat stuck behind a platform's 429 does
 not hold up the others, and within a chat the order is the order the replies were stored.
+
+Whoever commits a reply hands it over (`deliver`) as the store returned it: the outbox reads
+the store only at start, for what an earlier run left undelivered, never once per reply.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ class Outbox:
         self._store = store
         self._adapters = adapters
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._dirty: set[str] = set()
+        # Replies waiting for their chat's delivery task, by outbox id (the store's order).
+        self._queued: dict[str, dict[int, StoredReply]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
@@ -37,13 +41,14 @@ class Outbox:
 
     async def start(self) -> None:
         for reply in await self._store.pending_replies():
-            self.kick(reply.chat.key)
+            self.deliver(reply)
 
-    def kick(self, chat_key: str) -> None:
-        """There may be new replies for this chat: make sure a delivery task looks."""
+    def deliver(self, reply: StoredReply) -> None:
+        """Send a committed reply to its chat after the ones stored before it."""
         if self._stopping:
-            return
-        self._dirty.add(chat_key)
+            return  # stays pending in the store; the next run sends it
+        chat_key = reply.chat.key
+        self._queued.setdefault(chat_key, {})[reply.id] = reply
         if chat_key not in self._tasks:
             self._idle.clear()
             self._tasks[chat_key] = asyncio.create_task(self._drain(chat_key),
@@ -68,17 +73,17 @@ class Outbox:
 
     async def _drain(self, chat_key: str) -> None:
         try:
-            while chat_key in self._dirty:
-                self._dirty.discard(chat_key)
-                for reply in await self._store.pending_replies(chat_key):
-                    if not await self._deliver(reply):
-                        return
+            while queued := self._queued.pop(chat_key, None):
+                for outbox_id in sorted(queued):
+                    if not await self._deliver(queued[outbox_id]):
+                        return  # the rest stays pending in the store for the next run
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("delivery task failed chat=%s", chat_key)
         finally:
             self._tasks.pop(chat_key, None)
+            self._queued.pop(chat_key, None)
             if not self._tasks:
                 self._idle.set()
 

@@ -111,6 +111,7 @@ class Router:
         self._idle = asyncio.Event()
         self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
+        self._settling: set[asyncio.Task[None]] = set()
         # Running totals by outcome and a buffer of turn durations, both read by metrics.
         self.turn_outcomes: dict[str, int] = {}
         self.turn_seconds: list[float] = []
@@ -143,6 +144,8 @@ class Router:
         if self._turns:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), grace)
+        # Answers already received are committed before the store closes.
+        await asyncio.gather(*self._settling, return_exceptions=True)
         for turn in list(self._turns.values()):
             # Not the message's fault: the next run retries it without counting this attempt.
             await self._store.requeue(turn.ids, refund=True)
@@ -239,31 +242,47 @@ class Router:
                         event.message, event.code)
             self._end_turn(turn, Outcome.FAILED)
             await self._clear(turn.chat, Outcome.FAILED)
-            await self._store.add_reply(
-                turn.chat, ReplyKind.ERROR,
-                f"⚠️ The agent could not answer this: {event.message}",
-                session_id=turn.session, reply_to=turn.messages[-1].reply_to,
-                settles=turn.ids, settle_status="failed", error=event.message)
-            self._outbox.kick(turn.chat.key)
-            self._after_turn(turn)
+            self._settle(turn, ReplyKind.ERROR,
+                         f"⚠️ The agent could not answer this: {event.message}",
+                         status="failed", error=event.message)
             return
         if turn is not None:
             self._end_turn(turn, Outcome.DONE)
             await self._clear(turn.chat, Outcome.DONE)
-            await self._store.add_reply(
-                turn.chat, ReplyKind.ANSWER, event.text, session_id=turn.session,
-                reply_to=turn.messages[-1].reply_to, settles=turn.ids)
-            self._outbox.kick(turn.chat.key)
-            self._after_turn(turn)
+            self._settle(turn, ReplyKind.ANSWER, event.text)
             return
         # No turn waits for it: a scheduled job or a second answer. Its session tells the chat.
         chat = await self._store.chat_for_session(event.session) if event.session else None
         if chat is None:
             log.warning("agent response for unknown session %r dropped", event.session)
             return
-        await self._store.add_reply(chat, ReplyKind.UNSOLICITED, event.text,
-                                    session_id=event.session)
-        self._outbox.kick(chat.key)
+        self._outbox.deliver(await self._store.add_reply(
+            chat, ReplyKind.UNSOLICITED, event.text, session_id=event.session))
+
+    def _settle(self, turn: Turn, kind: ReplyKind, text: str, *, status: str = "answered",
+                error: str | None = None) -> None:
+        """Store the turn's reply and hand it to the outbox, without holding up the caller.
+
+        The agent's output is read by one task; committing each answer before reading the
+        next would queue every chat's answer behind the others' database round trips. The
+        chat's next turn starts only once its answer is committed (`_after_turn`).
+        """
+        async def run() -> None:
+            try:
+                self._outbox.deliver(await self._store.add_reply(
+                    turn.chat, kind, text, session_id=turn.session,
+                    reply_to=turn.messages[-1].reply_to, settles=turn.messages,
+                    settle_status=status, error=error))
+            except Exception:
+                # Not stored: the messages stay open and the next start answers them again.
+                log.exception("storing the answer failed chat=%s session=%s", turn.chat.key,
+                              turn.session)
+                return
+            self._after_turn(turn)
+
+        task = asyncio.create_task(run(), name=f"settle-{turn.session}")
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -317,13 +336,12 @@ class Router:
     async def _give_up(self, messages: list[StoredMessage], reason: str) -> None:
         last = messages[-1]
         log.error("giving up chat=%s after %d attempts: %s", last.chat.key, last.attempts, reason)
-        await self._store.add_reply(
+        self._outbox.deliver(await self._store.add_reply(
             last.chat, ReplyKind.ERROR,
             f"⚠️ Sorry, the agent failed {last.attempts} times on your message and I gave up "
             f"({reason}). Please try again later.",
             session_id=last.session_id, reply_to=last.reply_to,
-            settles=[m.id for m in messages], settle_status="failed", error=reason)
-        self._outbox.kick(last.chat.key)
+            settles=messages, settle_status="failed", error=reason))
 
     def _take_batch(self, lane: Lane) -> list[StoredMessage]:
         first = lane.queue.popleft()
@@ -338,31 +356,49 @@ class Router:
             self._wake.clear()
             while (self._agent_ready and self._agent is not None and self._waiting
                    and len(self._turns) < self._max_in_flight):
-                lane = self._waiting.popleft()
-                lane.waiting = False
-                if lane.turn is not None or not lane.queue:
-                    self._forget_if_idle(lane)  # e.g. emptied by /stop while it waited
+                agent = self._agent
+                turns = self._claim()
+                if not turns:
                     continue
-                await self._dispatch(lane, self._agent)
+                # One write for every turn this round starts: under load many lanes become
+                # ready at once, and a round trip per turn would hold each behind the last.
+                await self._store.mark_dispatched([i for turn in turns for i in turn.ids])
+                for turn in turns:
+                    await self._start(turn, agent)
 
-    async def _dispatch(self, lane: Lane, agent: AgentPort) -> None:
-        batch = [_with_attempt(m) for m in self._take_batch(lane)]
-        now = self._clock()
-        session = batch[0].session_id
-        turn = Turn(lane.chat, session, batch, now, now)
-        # Claim the lane and the session before the first await. Until then the lane looks
-        # idle: a turn of this chat ending meanwhile would forget it (_forget_if_idle), the
-        # chat's next message would build a new lane, and a second turn of the same session
-        # would start and take this one's answer.
-        lane.turn = turn
-        self._turns[session] = turn
-        self._idle.clear()
-        await self._store.mark_dispatched(turn.ids)
-        await self._show(turn, ProgressEvent(ProgressKind.STARTED))
+    def _claim(self) -> list[Turn]:
+        """Take the next batch of each waiting lane, as far as `max_in_flight` allows.
+
+        Lanes and sessions are claimed here, before any await. Until then a lane looks idle:
+        a turn of this chat ending meanwhile would forget it (_forget_if_idle), the chat's
+        next message would build a new lane, and a second turn of the same session would
+        start and take this one's answer.
+        """
+        turns: list[Turn] = []
+        while self._waiting and len(self._turns) < self._max_in_flight:
+            lane = self._waiting.popleft()
+            lane.waiting = False
+            if lane.turn is not None or not lane.queue:
+                self._forget_if_idle(lane)  # e.g. emptied by /stop while it waited
+                continue
+            batch = [_with_attempt(m) for m in self._take_batch(lane)]
+            now = self._clock()
+            turn = Turn(lane.chat, batch[0].session_id, batch, now, now)
+            lane.turn = turn
+            self._turns[turn.session] = turn
+            self._idle.clear()
+            turns.append(turn)
+        return turns
+
+    async def _start(self, turn: Turn, agent: AgentPort) -> None:
+        session = turn.session
         if self._turns.get(session) is not turn:
             return  # the agent was lost meanwhile and agent_lost put the messages back
-        text = "\n\n".join(m.text for m in batch)
-        attachments = tuple(a for m in batch for a in m.attachments)
+        await self._show(turn, ProgressEvent(ProgressKind.STARTED))
+        if self._turns.get(session) is not turn:
+            return
+        text = "\n\n".join(m.text for m in turn.messages)
+        attachments = tuple(a for m in turn.messages for a in m.attachments)
         try:
             await agent.send(AgentRequest(session, text, attachments))
         except AgentUnavailable:
@@ -372,7 +408,8 @@ class Router:
             # fault, so put it back without counting the attempt.
             self._end_turn(turn, Outcome.REQUEUED)
             await self._store.requeue(turn.ids, refund=True)
-            lane.queue.extendleft(reversed([_with_attempt(m, -1) for m in batch]))
+            lane = self._lane(turn.chat)
+            lane.queue.extendleft(reversed([_with_attempt(m, -1) for m in turn.messages]))
             self._agent_ready = False
             self._make_waiting(lane, front=True)
 

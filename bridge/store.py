@@ -24,7 +24,11 @@ from typing import Any
 import aiosqlite
 
 from adapters.base import Attachment, ChatRef, InboundMessage, ReplyKind
+from bridge.batching import Coalescer
 from bridge.schema import SchemaError, applied_version, available_migrations, migrate
+
+# The first nine fields of a batched inbound row (a JSON array per message).
+_FIELDS = ", ".join(f"json_extract(m.value, '$[{i}]')" for i in range(9))
 
 # Statuses of an inbound message that still wait for the agent.
 OPEN_STATUSES = ("received", "dispatched")
@@ -75,6 +79,8 @@ class Store:
         self._db = db
         self.path = path
         self._lock = asyncio.Lock()
+        self._insert_known = Coalescer(self._insert_known_batch, "inbound")
+        self._mark_sent = Coalescer(self._mark_sent_batch, "sent")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -125,8 +131,12 @@ class Store:
                 raise
             await self._db.commit()
 
-    # Every statement goes through the lock: on a shared connection a statement issued while
-    # another coroutine holds BEGIN would silently join (and share the fate of) its transaction.
+    # A single statement is its own transaction. On the shared connection, one issued while
+    # another coroutine holds BEGIN would silently join (and share the fate of) that
+    # transaction, so it waits for the lock then; otherwise it goes straight to the database
+    # thread's queue, behind whatever is already there, and many commits can be queued at
+    # once instead of each waiting for the previous one's round trip. (aiosqlite queues the
+    # call before its first await, so a BEGIN issued later is queued after it.)
     # execute_fetchall is one round trip to the database thread; a cursor would cost three.
 
     async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -223,14 +233,10 @@ class Store:
         attachments = json.dumps([a.to_json() for a in msg.attachments], ensure_ascii=False)
         values = (msg.chat.platform, msg.platform_message_id, msg.sender_id, msg.sender_name,
                   msg.text, attachments, msg.reply_to, now, now)
-        # Known chat (the common case): one statement, one round trip, its own transaction.
-        rows = await self._all(
-            "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
-            " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
-            " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, chat_key, session_id FROM chats"
-            " WHERE chat_key = ? ON CONFLICT(platform, platform_msg_id) DO NOTHING"
-            " RETURNING id, session_id", (*values, msg.chat.key))
-        if not rows:
+        # A known chat (the common case) is written together with other messages arriving
+        # at the same moment; a new chat or a duplicate takes the slow path.
+        inserted = await self._insert_known((*values, msg.chat.key))
+        if inserted is None:
             async with self._tx() as db:
                 if await self._seen(db, msg.chat.platform, msg.platform_message_id):
                     return None
@@ -240,10 +246,28 @@ class Store:
                     " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id, session_id",
                     (*values, msg.chat.key, session_id)))
-        row_id, session_id = rows[0]
+            inserted = rows[0][0], rows[0][1]
+        row_id, session_id = inserted
         return StoredMessage(row_id, msg.platform_message_id, msg.chat, session_id, msg.sender_id,
                              msg.text, msg.attachments, msg.reply_to, "received", 0, now)
 
+    async def _insert_known_batch(
+        self, batch: Sequence[tuple[Any, ...]],
+    ) -> list[tuple[int, str] | None]:
+        """Insert messages of known chats in one statement; None for a new chat or a message
+        already stored (also when the same message is twice in the batch)."""
+        rows = await self._all(
+            "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
+            " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
+            f" SELECT {_FIELDS}, c.chat_key, c.session_id FROM json_each(?) m"
+            " JOIN chats c ON c.chat_key = json_extract(m.value, '$[9]')"
+            " WHERE true ORDER BY m.key"  # in arrival order: a chat's ids follow its messages
+            " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
+            " RETURNING id, platform, platform_msg_id, session_id",
+            (json.dumps(batch, ensure_ascii=False),))
+        stored = {(r[1], r[2]): (int(r[0]), str(r[3])) for r in rows}
+        # pop: of two copies of one message in a batch only the first was inserted.
+        return [stored.pop((item[0], item[1]), None) for item in batch]
     @staticmethod
     async def _seen(db: aiosqlite.Connection, platform: str, platform_msg_id: str) -> bool:
         rows = await db.execute_fetchall(
@@ -255,8 +279,8 @@ class Store:
         async with self._lock:
             return await self._seen(self._db, platform, platform_msg_id)
 
-    async def record_command(self, msg: InboundMessage, reply: str) -> bool:
-        """Record a handled bridge command and its reply together; False when seen before."""
+    async def record_command(self, msg: InboundMessage, reply: str) -> StoredReply | None:
+        """Record a handled bridge command and its reply together; None when seen before."""
         now = time.time()
         async with self._tx() as db:
             session_id = await self._ensure_chat(db, msg.chat)
@@ -269,7 +293,7 @@ class Store:
                  msg.sender_id, msg.sender_name, msg.text, msg.reply_to, now, now),
             )
             if cur.rowcount == 0:
-                return False
+                return None
             inbound_id = cur.lastrowid
             out = await db.execute(
                 "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, created_at)"
@@ -277,7 +301,9 @@ class Store:
                 (msg.chat.key, session_id, ReplyKind.NOTICE.value, reply, msg.reply_to, now))
             await db.execute("UPDATE inbound SET outbox_id = ? WHERE id = ?",
                              (out.lastrowid, inbound_id))
-            return True
+        assert out.lastrowid is not None
+        return StoredReply(out.lastrowid, msg.chat, ReplyKind.NOTICE, reply, msg.reply_to, None,
+                           (msg.platform_message_id,), 0)
 
     async def mark_dispatched(self, ids: Sequence[int]) -> None:
         await self._all(
@@ -343,10 +369,10 @@ class Store:
         session_id: str | None = None,
         reply_to: str | None = None,
         private_to: str | None = None,
-        settles: Sequence[int] = (),
+        settles: Sequence[StoredMessage] = (),
         settle_status: str = "answered",
         error: str | None = None,
-    ) -> int:
+    ) -> StoredReply:
         """Queue a reply and, in the same transaction, settle the messages it answers.
 
         Doing both at once is what makes a crash between them harmless: either the reply is
@@ -356,8 +382,9 @@ class Store:
         sql = ("INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
                " created_at, error, settles, settle_status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                " RETURNING id")
+        ids = [m.id for m in settles]
         params = (chat.key, session_id, kind.value, text, reply_to, private_to, time.time(),
-                  error, json.dumps(list(settles)) if settles else None, settle_status)
+                  error, json.dumps(ids) if ids else None, settle_status)
         try:
             rows = await self._all(sql, params)
         except sqlite3.IntegrityError:
@@ -365,13 +392,15 @@ class Store:
             async with self._tx() as db:
                 await self._ensure_chat(db, chat)
                 rows = list(await db.execute_fetchall(sql, params))
-        return int(rows[0][0])
+        answers = tuple(m.platform_msg_id for m in sorted(settles, key=lambda m: m.id))
+        return StoredReply(int(rows[0][0]), chat, kind, text, reply_to, private_to, answers, 0)
 
     async def pending_replies(self, chat_key: str | None = None) -> list[StoredReply]:
         rows = await self._all(
             "SELECT o.id, c.platform, c.chat_id, c.thread_id, o.kind, o.text, o.reply_to,"
             " o.private_to, o.attempts,"
-            " (SELECT json_group_array(i.platform_msg_id) FROM inbound i WHERE i.outbox_id = o.id)"
+            " (SELECT json_group_array(platform_msg_id) FROM (SELECT i.platform_msg_id"
+            "  FROM inbound i WHERE i.outbox_id = o.id ORDER BY i.id))"
             " FROM outbox o JOIN chats c ON c.chat_key = o.chat_key"
             " WHERE o.status = 'pending' AND (? IS NULL OR o.chat_key = ?) ORDER BY o.id",
             (chat_key, chat_key))
@@ -382,9 +411,14 @@ class Store:
         ]
 
     async def mark_sent(self, outbox_id: int) -> None:
+        await self._mark_sent(outbox_id)
+
+    async def _mark_sent_batch(self, ids: Sequence[int]) -> list[None]:
         # The trigger marks the answered messages delivered in the same statement.
         await self._all("UPDATE outbox SET status = 'sent', sent_at = ?,"
-                        " attempts = attempts + 1 WHERE id = ?", (time.time(), outbox_id))
+                        " attempts = attempts + 1 WHERE id IN (SELECT value FROM json_each(?))",
+                        (time.time(), json.dumps(list(ids))))
+        return [None] * len(ids)
 
     async def mark_send_failed(self, outbox_id: int, error: str, *, permanent: bool) -> None:
         await self._all(

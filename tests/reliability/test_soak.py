@@ -44,7 +44,7 @@ from adapters.base import ChatRef, InboundMessage, ReplyKind
 from bridge.agent import Reply as AgentReply
 from bridge.outbox import Outbox
 from bridge.router import Router
-from bridge.store import Store
+from bridge.store import Store, StoredReply
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config
@@ -502,7 +502,7 @@ class GatedStore(Store):
     dispatch_gate: asyncio.Event | None = None
     dispatch_entered: asyncio.Event | None = None
 
-    async def add_reply(self, *args: Any, **kwargs: Any) -> int:
+    async def add_reply(self, *args: Any, **kwargs: Any) -> StoredReply:
         if self.reply_gate is not None:
             await self.reply_gate.wait()
         return await super().add_reply(*args, **kwargs)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import re
 import sqlite3
 from collections.abc import AsyncIterator
@@ -79,13 +80,13 @@ async def test_message_lifecycle_until_delivered(store: Store) -> None:
     await store.mark_dispatched([m.id])
     [open_msg] = await store.open_messages()
     assert (open_msg.status, open_msg.attempts) == ("dispatched", 1)
-    outbox_id = await store.add_reply(CHAT, ReplyKind.ANSWER, "answer", settles=[m.id],
-                                      reply_to="1")
+    stored = await store.add_reply(CHAT, ReplyKind.ANSWER, "answer", settles=[m], reply_to="1")
     assert await store.open_messages() == []
     [pending] = await store.pending_replies()
+    assert pending == stored  # what the outbox is handed is what a restart would read
     assert (pending.text, pending.answers, pending.reply_to) == ("answer", ("m1",), "1")
     assert await store.open_for_chat(CHAT.key) == 2  # answered message + pending reply
-    await store.mark_sent(outbox_id)
+    await store.mark_sent(stored.id)
     assert await store.pending_replies() == []
     assert await store.open_for_chat(CHAT.key) == 0
     assert (await store.counts())["delivered"] == 1
@@ -103,7 +104,7 @@ async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:
 async def test_permanent_send_failure_marks_messages_failed(store: Store) -> None:
     m = await store.record_inbound(msg(1))
     assert m is not None
-    out = await store.add_reply(CHAT, ReplyKind.ANSWER, "a", settles=[m.id])
+    out = (await store.add_reply(CHAT, ReplyKind.ANSWER, "a", settles=[m])).id
     await store.mark_send_failed(out, "transient", permanent=False)
     assert len(await store.pending_replies()) == 1
     await store.mark_send_failed(out, "chat not found", permanent=True)
@@ -141,8 +142,37 @@ async def test_cursor_round_trip(store: Store) -> None:
 
 async def test_command_is_recorded_with_its_reply_once(store: Store) -> None:
     command = InboundMessage(chat=CHAT, sender_id="42", text="/help", platform_message_id="c1")
-    assert await store.record_command(command, "help text") is True
-    assert await store.record_command(command, "help text") is False
+    stored = await store.record_command(command, "help text")
+    assert await store.record_command(command, "help text") is None
     [reply] = await store.pending_replies()
+    assert reply == stored
     assert reply.kind is ReplyKind.NOTICE and reply.answers == ("c1",)
     assert await store.open_messages() == []
+
+
+async def test_messages_arriving_together_are_stored_in_order_and_once(store: Store) -> None:
+    other = ChatRef("slack", "D1")
+    first = await store.record_inbound(msg(0))
+    assert first is not None
+    # One burst: known chat, a chat never seen, and a redelivered copy within the burst.
+    burst = [msg(1), msg(2), msg(1), msg(3, chat=other), msg(4)]
+    stored = await asyncio.gather(*(store.record_inbound(m) for m in burst))
+    assert [s is not None for s in stored] == [True, True, False, True, True]
+    ours = [s for s in stored if s is not None and s.chat == CHAT]
+    assert [s.platform_msg_id for s in ours] == ["m1", "m2", "m4"]
+    assert [s.id for s in ours] == sorted(s.id for s in ours)
+    assert all(s.session_id == first.session_id for s in ours)
+    open_ids = [m.platform_msg_id for m in await store.open_messages()]
+    # The new chat's message took the slow path; within a chat the order is kept.
+    assert sorted(open_ids) == ["m0", "m1", "m2", "m3", "m4"]
+    assert [i for i in open_ids if i != "m3"] == ["m0", "m1", "m2", "m4"]
+    assert await store.record_inbound(msg(2)) is None
+
+
+async def test_replies_marked_sent_together_each_deliver_their_messages(store: Store) -> None:
+    messages = [await store.record_inbound(msg(n)) for n in range(3)]
+    replies = [await store.add_reply(CHAT, ReplyKind.ANSWER, f"a{m.id}", settles=[m])
+               for m in messages if m is not None]
+    await asyncio.gather(*(store.mark_sent(r.id) for r in replies))
+    assert await store.pending_replies() == []
+    assert (await store.counts())["delivered"] == 3

@@ -1,0 +1,79 @@
+"""Group commit: concurrent calls share a flush, and each caller gets its own outcome."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from bridge.batching import Coalescer
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.gate: asyncio.Event | None = None
+        self.entered = asyncio.Event()
+        self.fail_on: int | None = None
+
+    async def flush(self, items: Sequence[int]) -> list[int]:
+        self.batches.append(list(items))
+        self.entered.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail_on in items:
+            raise RuntimeError("disk full")
+        return [i * 10 for i in items]
+
+
+async def test_calls_made_together_share_one_flush() -> None:
+    rec = Recorder()
+    coalesce = Coalescer(rec.flush, "test")
+    results = await asyncio.gather(*(coalesce(i) for i in range(5)))
+    assert results == [0, 10, 20, 30, 40]
+    assert rec.batches == [[0, 1, 2, 3, 4]]
+
+
+async def test_calls_made_during_a_flush_go_together_in_the_next() -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    coalesce = Coalescer(rec.flush, "test")
+    first = asyncio.create_task(coalesce(1))
+    await rec.entered.wait()
+    later = [asyncio.create_task(coalesce(i)) for i in (2, 3)]
+    await asyncio.sleep(0)  # the later calls are queued while the first flush waits
+    rec.gate.set()
+    assert await first == 10
+    assert [await t for t in later] == [20, 30]
+    assert rec.batches == [[1], [2, 3]]
+
+
+async def test_a_failed_flush_fails_only_its_own_callers() -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    rec.fail_on = 1
+    coalesce = Coalescer(rec.flush, "test")
+    doomed = asyncio.create_task(coalesce(1))
+    await rec.entered.wait()
+    fine = asyncio.create_task(coalesce(2))
+    await asyncio.sleep(0)
+    rec.gate.set()
+    with pytest.raises(RuntimeError, match="disk full"):
+        await doomed
+    assert await fine == 20
+    assert await coalesce(3) == 30  # and the coalescer still works afterwards
+
+
+async def test_a_cancelled_caller_does_not_disturb_the_others() -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    coalesce = Coalescer(rec.flush, "test")
+    leaving = asyncio.create_task(coalesce(1))
+    staying = asyncio.create_task(coalesce(2))
+    await rec.entered.wait()
+    leaving.cancel()
+    rec.gate.set()
+    assert await staying == 20
+    assert leaving.cancelled()
+    assert rec.batches == [[1, 2]]  # its item was written all the same
