@@ -108,16 +108,21 @@ class SlackProgress:
                 self._spawn(self._discard_stream(chat, stream))
 
     def _want(self, channel: str, ts: str, name: str, *, fresh: bool = False) -> None:
+        # An empty name turns that reaction off.
+        wanted = {name} if name else set()
         key = f"{channel}:{ts}"
         state = self._reactions.get(key)
         if state is None:
             # A message this process has not reacted to may still carry the received reaction
             # from before a restart: assume it does (removing a missing one is harmless).
-            state = _Reactions(shown=set() if fresh else {self._received})
+            shown = {self._received} if self._received and not fresh else set()
+            if shown == wanted:
+                return
+            state = _Reactions(shown=shown)
             self._reactions[key] = state
             while len(self._reactions) > _KEEP_REACTIONS:
                 self._reactions.popitem(last=False)
-        state.wanted = {name}
+        state.wanted = wanted
         state.changed.set()
         if state.task is None or state.task.done():
             state.changed.clear()

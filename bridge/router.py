@@ -112,6 +112,7 @@ class Router:
         self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
         self._settling: set[asyncio.Task[None]] = set()
+        self._recording: set[asyncio.Task[None]] = set()
         # Running totals by outcome and a buffer of turn durations, both read by metrics.
         self.turn_outcomes: dict[str, int] = {}
         self.turn_seconds: list[float] = []
@@ -146,6 +147,7 @@ class Router:
                 await asyncio.wait_for(self._idle.wait(), grace)
         # Answers already received are committed before the store closes.
         await asyncio.gather(*self._settling, return_exceptions=True)
+        await self._recorded()
         for turn in list(self._turns.values()):
             # Not the message's fault: the next run retries it without counting this attempt.
             await self._store.requeue(turn.ids, refund=True)
@@ -220,6 +222,7 @@ class Router:
             else:
                 log.warning("turn lost chat=%s session=%s attempt=%d: %s; will retry",
                             turn.chat.key, turn.session, turn.attempts, reason)
+                await self._recorded()
                 await self._store.requeue(turn.ids)
                 lane.queue.extendleft(reversed(turn.messages))
                 await self._clear(turn.chat, Outcome.REQUEUED)
@@ -360,11 +363,30 @@ class Router:
                 turns = self._claim()
                 if not turns:
                     continue
-                # One write for every turn this round starts: under load many lanes become
-                # ready at once, and a round trip per turn would hold each behind the last.
-                await self._store.mark_dispatched([i for turn in turns for i in turn.ids])
+                # One write for every turn this round starts (under load many lanes become
+                # ready at once), and the agent does not wait for it: the answer that settles
+                # these messages is stored only after it, and whatever puts them back in the
+                # queue waits for it first (_recorded).
+                self._record_dispatch([i for turn in turns for i in turn.ids])
                 for turn in turns:
                     await self._start(turn, agent)
+
+    def _record_dispatch(self, ids: list[int]) -> None:
+        async def run() -> None:
+            try:
+                await self._store.mark_dispatched(ids)
+            except Exception:
+                # Only the attempt count is lost: the messages are answered all the same.
+                log.exception("recording a dispatch failed")
+
+        task = asyncio.create_task(run(), name="record-dispatch")
+        self._recording.add(task)
+        task.add_done_callback(self._recording.discard)
+
+    async def _recorded(self) -> None:
+        """Wait until every dispatch so far is written (before putting messages back)."""
+        if self._recording:
+            await asyncio.gather(*self._recording)
 
     def _claim(self) -> list[Turn]:
         """Take the next batch of each waiting lane, as far as `max_in_flight` allows.
@@ -407,6 +429,7 @@ class Router:
             # The agent went away between the ready check and the write: not this message's
             # fault, so put it back without counting the attempt.
             self._end_turn(turn, Outcome.REQUEUED)
+            await self._recorded()
             await self._store.requeue(turn.ids, refund=True)
             lane = self._lane(turn.chat)
             lane.queue.extendleft(reversed([_with_attempt(m, -1) for m in turn.messages]))

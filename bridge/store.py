@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -27,8 +26,11 @@ from adapters.base import Attachment, ChatRef, InboundMessage, ReplyKind
 from bridge.batching import Coalescer
 from bridge.schema import SchemaError, applied_version, available_migrations, migrate
 
-# The first nine fields of a batched inbound row (a JSON array per message).
-_FIELDS = ", ".join(f"json_extract(m.value, '$[{i}]')" for i in range(9))
+
+def _fields(count: int) -> str:
+    """The first `count` fields of a batched row (a JSON array `m.value`) as SQL values."""
+    return ", ".join(f"json_extract(m.value, '$[{i}]')" for i in range(count))
+
 
 # Statuses of an inbound message that still wait for the agent.
 OPEN_STATUSES = ("received", "dispatched")
@@ -81,6 +83,7 @@ class Store:
         self._lock = asyncio.Lock()
         self._insert_known = Coalescer(self._insert_known_batch, "inbound")
         self._mark_sent = Coalescer(self._mark_sent_batch, "sent")
+        self._insert_replies = Coalescer(self._insert_replies_batch, "replies")
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -140,6 +143,8 @@ class Store:
     # execute_fetchall is one round trip to the database thread; a cursor would cost three.
 
     async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if not self._lock.locked():
+            return list(await self._db.execute_fetchall(sql, params))
         async with self._lock:
             return list(await self._db.execute_fetchall(sql, params))
 
@@ -259,7 +264,7 @@ class Store:
         rows = await self._all(
             "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
             " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
-            f" SELECT {_FIELDS}, c.chat_key, c.session_id FROM json_each(?) m"
+            f" SELECT {_fields(9)}, c.chat_key, c.session_id FROM json_each(?) m"
             " JOIN chats c ON c.chat_key = json_extract(m.value, '$[9]')"
             " WHERE true ORDER BY m.key"  # in arrival order: a chat's ids follow its messages
             " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
@@ -378,22 +383,40 @@ class Store:
         Doing both at once is what makes a crash between them harmless: either the reply is
         queued and the messages are answered, or neither happened and the turn runs again.
         """
-        # One statement: the trigger from migration 0002 settles `settles` atomically with it.
-        sql = ("INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
-               " created_at, error, settles, settle_status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-               " RETURNING id")
         ids = [m.id for m in settles]
-        params = (chat.key, session_id, kind.value, text, reply_to, private_to, time.time(),
-                  error, json.dumps(ids) if ids else None, settle_status)
-        try:
-            rows = await self._all(sql, params)
-        except sqlite3.IntegrityError:
+        answers = tuple(m.platform_msg_id for m in sorted(settles, key=lambda m: m.id))
+        row = (chat.key, session_id, kind.value, text, reply_to, private_to, time.time(), error,
+               json.dumps(ids) if ids else None, settle_status)
+        outbox_id = await self._insert_replies(row)
+        if outbox_id is None:
             # The chat has no row yet (a stranger's first message): create it, then insert.
             async with self._tx() as db:
                 await self._ensure_chat(db, chat)
-                rows = list(await db.execute_fetchall(sql, params))
-        answers = tuple(m.platform_msg_id for m in sorted(settles, key=lambda m: m.id))
-        return StoredReply(int(rows[0][0]), chat, kind, text, reply_to, private_to, answers, 0)
+                rows = list(await db.execute_fetchall(
+                    "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
+                    " created_at, error, settles, settle_status)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id", row))
+            outbox_id = int(rows[0][0])
+        return StoredReply(outbox_id, chat, kind, text, reply_to, private_to, answers, 0)
+
+    async def _insert_replies_batch(self, batch: Sequence[tuple[Any, ...]]) -> list[int | None]:
+        """Insert replies to known chats in one statement (the trigger from migration 0002
+        settles each one's messages with it); None for a chat without a row."""
+        rows = await self._all(
+            "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
+            f" created_at, error, settles, settle_status) SELECT {_fields(10)}"
+            " FROM json_each(?) m JOIN chats c ON c.chat_key = json_extract(m.value, '$[0]')"
+            " ORDER BY m.key RETURNING id, chat_key, kind, text, reply_to, private_to, settles",
+            (json.dumps(batch, ensure_ascii=False),))
+        # Rows are told apart by content; two replies alike in all of it are interchangeable.
+        ids: dict[tuple[Any, ...], list[int]] = {}
+        for r in rows:
+            ids.setdefault(tuple(r[1:]), []).append(int(r[0]))
+        result: list[int | None] = []
+        for item in batch:
+            found = ids.get((item[0], item[2], item[3], item[4], item[5], item[8]))
+            result.append(found.pop(0) if found else None)
+        return result
 
     async def pending_replies(self, chat_key: str | None = None) -> list[StoredReply]:
         rows = await self._all(

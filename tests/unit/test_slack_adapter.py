@@ -367,3 +367,33 @@ async def test_bare_mention_asks_the_bridge_for_help(
     _, mention = await fake.send_mention("")
     await fake.wait_for_ack(mention["envelope_id"])
     assert [m.text for m in bridge.submitted] == ["/help"]
+
+
+async def test_reactions_with_empty_names_are_not_made(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any], short_grace: None) -> None:
+    adapter = await make(reaction_received="", reaction_done="", reaction_failed="")
+    events = [fake.dm_message("done"), fake.dm_message("failed")]
+    for event, outcome in zip(events, (Outcome.DONE, Outcome.FAILED), strict=True):
+        await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+        chat = bridge.submitted[-1].chat
+        ids = (event["ts"],)
+        await adapter.show_progress(chat, ProgressEvent(ProgressKind.STARTED, message_ids=ids))
+        await adapter.clear_progress(chat, outcome)
+    await adapter.stop()  # lets every pending reaction call finish first
+    assert fake.calls_to("reactions.add") == fake.calls_to("reactions.remove") == []
+
+
+async def test_without_a_done_reaction_the_received_one_is_just_removed(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any], short_grace: None) -> None:
+    adapter = await make(reaction_done="")
+    event = fake.dm_message("slow one")
+    await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"]) == ["eyes"])
+    chat = bridge.submitted[0].chat
+    await adapter.show_progress(chat, ProgressEvent(ProgressKind.STARTED,
+                                                    message_ids=(event["ts"],)))
+    await adapter.clear_progress(chat, Outcome.DONE)
+    await fake.wait_for(lambda: fake.reactions_on(event["channel"], event["ts"]) == [])
+    await adapter.stop()
+    assert [c.params.get("name") for c in fake.calls_to("reactions.add")] == ["eyes"]
+    assert [c.params.get("name") for c in fake.calls_to("reactions.remove")] == ["eyes"]
