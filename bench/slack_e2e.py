@@ -13,10 +13,15 @@ against their own fake, the way bench/telegram_e2e.py runs the Telegram pair:
   message to the same fake agent and posts its answer with chat.postMessage; no store, no
   deduplication, no reactions, no retries.
 
+- durable: the minimal app plus what a bridge that loses nothing must do at the least:
+  acknowledge an event only after storing it, store the answer before posting it and mark it
+  sent after (SQLite through aiosqlite, one commit each). It shows what durability alone
+  costs next to the minimal app.
+
 Latency is from the moment an event is handed to the fake's websocket until the answer's
 chat.postMessage reaches the fake. Run: `python bench/slack_e2e.py [--chats 20]
 [--messages 25]`. Targets: picobridge's p50 within 1.25x of the minimal app's, throughput at
-least 0.8x; the exit status is 1 when a target is missed.
+least 0.8x; the exit status is 1 when a target is missed against the minimal app.
 """
 
 from __future__ import annotations
@@ -76,22 +81,25 @@ async def bench_picobridge(tmp: Path, users: list[str], messages: int,
             await daemon.stop()
 
 
-async def bench_minimal(tmp: Path, users: list[str], messages: int) -> Result:
+async def bench_minimal(tmp: Path, users: list[str], messages: int,
+                        durable: bool = False) -> Result:
     await asyncio.to_thread(tmp.mkdir, parents=True)
     async with FakeSlack(ack_timeout=30) as fake:
         env = cli_env({"BENCH_BOT_TOKEN": fake.bot_token, "BENCH_APP_TOKEN": fake.app_token,
-                       "BENCH_API_URL": fake.api_url,
+                       "BENCH_API_URL": fake.api_url, "BENCH_DB": str(tmp / "min.db"),
                        "BENCH_AGENT": json.dumps(agent_command(tmp / "agent-min", "--instant"))})
-        async with baseline_process(str(Path(__file__)), "--minimal-app", env, str(REPO)):
+        flag = "--durable-app" if durable else "--minimal-app"
+        async with baseline_process(str(Path(__file__)), flag, env, str(REPO)):
             await fake.wait_for_socket(timeout=30)
-            return await measure(fake, users, messages, "minimal")
+            return await measure(fake, users, messages, "durable" if durable else "minimal")
 
 
 # -- the minimal app (runs in its own process) ----------------------------------------------
 
 
-async def minimal_app() -> None:
+async def minimal_app(durable: bool) -> None:
     import aiohttp
+    import aiosqlite
     from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
     from slack_bolt.app.async_app import AsyncApp
     from slack_sdk.web.async_client import AsyncWebClient
@@ -108,6 +116,24 @@ async def minimal_app() -> None:
     client = AsyncWebClient(token=os.environ["BENCH_BOT_TOKEN"],
                             base_url=os.environ["BENCH_API_URL"], session=session)
     tasks: set[asyncio.Task[Any]] = set()
+    # The durable variant keeps what a careful bridge must: each event stored before it is
+    # acknowledged, each answer stored before it is posted and marked sent after: three
+    # commits per message, one statement each, nothing more (no dedupe, order or retries).
+    db = await aiosqlite.connect(os.environ.get("BENCH_DB", ":memory:"), isolation_level=None)
+    await db.execute("PRAGMA journal_mode=WAL")
+    await db.execute("PRAGMA synchronous=NORMAL")
+    await db.execute("CREATE TABLE IF NOT EXISTS inbound(ts TEXT PRIMARY KEY, text TEXT)")
+    await db.execute("CREATE TABLE IF NOT EXISTS outbox(id INTEGER PRIMARY KEY, channel TEXT,"
+                     " text TEXT, sent INTEGER DEFAULT 0)")
+
+    async def post(channel: str, text: str) -> None:
+        if not durable:
+            await client.chat_postMessage(channel=channel, text=text)
+            return
+        rows = await db.execute_fetchall(
+            "INSERT INTO outbox(channel, text) VALUES (?, ?) RETURNING id", (channel, text))
+        await client.chat_postMessage(channel=channel, text=text)
+        await db.execute("UPDATE outbox SET sent = 1 WHERE id = ?", (next(iter(rows))[0],))
 
     async def read_agent() -> None:
         while line := await stdout.readline():
@@ -116,14 +142,16 @@ async def minimal_app() -> None:
                 ready.set()
             elif record.get("type") == "response":
                 channel = str(record.get("session", "")).removeprefix("json:")
-                task = asyncio.create_task(
-                    client.chat_postMessage(channel=channel, text=str(record["content"])))
+                task = asyncio.create_task(post(channel, str(record["content"])))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
 
     async def forward(event: dict[str, Any]) -> None:
         if event.get("bot_id") or event.get("subtype"):
             return
+        if durable:
+            await db.execute("INSERT OR IGNORE INTO inbound(ts, text) VALUES (?, ?)",
+                             (event.get("ts"), event.get("text", "")))
         record = {"type": "message", "session": event["channel"],
                   "content": event.get("text", "")}
         stdin.write(json.dumps(record).encode() + b"\n")
@@ -131,7 +159,9 @@ async def minimal_app() -> None:
 
     reader = asyncio.create_task(read_agent())
     await ready.wait()
-    app = AsyncApp(client=client, name="minimal", logger=logging.getLogger("slack_bolt.min"))
+    # Durable: acknowledge only after the listener (and so the commit) has run.
+    app = AsyncApp(client=client, name="minimal", logger=logging.getLogger("slack_bolt.min"),
+                   process_before_response=durable)
     app.event("message")(forward)
     handler = AsyncSocketModeHandler(app, os.environ["BENCH_APP_TOKEN"], web_client=client)
     stop = asyncio.Event()
@@ -143,6 +173,7 @@ async def minimal_app() -> None:
     await agent.wait()
     reader.cancel()
     await session.close()
+    await db.close()
 
 
 # -- main ------------------------------------------------------------------------------------
@@ -155,18 +186,22 @@ async def main(chats: int, messages: int) -> int:
         plain = await bench_picobridge(Path(tmp) / "pb-plain", users, messages,
                                        reactions=False)
         base = await bench_minimal(Path(tmp) / "min", users, messages)
+        durable = await bench_minimal(Path(tmp) / "durable", users, messages, durable=True)
     print(f"Slack end to end (Socket Mode), {chats} chats x {messages} messages, "
           "instant fake agent")
     print(ours.line() + "  (defaults: ✅ reaction on every message)")
     print(plain.line() + "  (reactions off, like the minimal app)")
     print(base.line())
+    print(durable.line() + "  (minimal app + ack after commit, reply stored before posting)")
     met = True
-    for label, result in (("defaults", ours), ("no-react", plain)):
-        p50 = result.percentile(0.5) / base.percentile(0.5)
-        p99 = result.percentile(0.99) / base.percentile(0.99)
-        rate = result.throughput / base.throughput
-        met = met and p50 <= LATENCY_TARGET and rate >= THROUGHPUT_TARGET
-        print(f"ratios {label:<9} p50 latency {p50:.2f}x (target <= {LATENCY_TARGET}x), "
+    for label, result, against in (("defaults", ours, base), ("no-react", plain, base),
+                                   ("no-react vs durable", plain, durable)):
+        p50 = result.percentile(0.5) / against.percentile(0.5)
+        p99 = result.percentile(0.99) / against.percentile(0.99)
+        rate = result.throughput / against.throughput
+        if against is base:
+            met = met and p50 <= LATENCY_TARGET and rate >= THROUGHPUT_TARGET
+        print(f"ratios {label:<19} p50 latency {p50:.2f}x (target <= {LATENCY_TARGET}x), "
               f"p99 latency {p99:.2f}x, throughput {rate:.2f}x "
               f"(target >= {THROUGHPUT_TARGET:.2f}x)")
     return 0 if met else 1
@@ -177,9 +212,10 @@ if __name__ == "__main__":
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--messages", type=int, default=25, help="per chat")
     parser.add_argument("--minimal-app", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--durable-app", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.minimal_app:
+    if args.minimal_app or args.durable_app:
         logging.basicConfig(level=logging.WARNING)
-        asyncio.run(minimal_app())
+        asyncio.run(minimal_app(durable=args.durable_app))
         sys.exit(0)
     sys.exit(asyncio.run(main(args.chats, args.messages)))
