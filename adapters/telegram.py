@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from telegram import Bot, BotCommand, Update
 from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import AIORateLimiter, ExtBot
-from telegram.request import HTTPXRequest
+from telegram.request import BaseRequest, HTTPXRequest
 
 from adapters.attachments import AttachmentPolicy
 from adapters.base import (
@@ -32,6 +32,7 @@ from adapters.base import (
     ReplyKind,
 )
 from adapters.telegram_errors import check_cancelled, retry_seconds
+from adapters.telegram_http import AiohttpRequest
 from adapters.telegram_intake import Dispatcher, Pipeline
 from adapters.telegram_normalise import ALLOWED_UPDATES, PLATFORM, BotIdentity
 from adapters.telegram_poll import Poller, WebhookReceiver
@@ -80,8 +81,8 @@ class TelegramAdapter(Adapter):
         self._ready = asyncio.Event()
         self._bridge: BridgeLink | None = None
         self._bot: ExtBot[Any] | None = None
-        self._poll_request: HTTPXRequest | None = None
-        self._action_request: HTTPXRequest | None = None
+        self._poll_request: BaseRequest | None = None
+        self._action_request: BaseRequest | None = None
         self._pipeline: Pipeline | None = None
         self._sender: Sender | None = None
         self._progress: ProgressDisplay | None = None
@@ -100,16 +101,24 @@ class TelegramAdapter(Adapter):
     def _scrub(self, text: str) -> str:
         return text.replace(self._token, "[token]")
 
-    def _make_bot(self) -> tuple[ExtBot[Any], HTTPXRequest]:
+    def _request(self, pool_size: int, *, read: float = 20.0, write: float = 30.0,
+                 connect: float = 10.0, pool: float = 10.0,
+                 media_write: float | None = None) -> BaseRequest:
+        proxy = self._cfg.proxy_url
+        if proxy is None:
+            return AiohttpRequest(pool_size=pool_size, read_timeout=read, write_timeout=write,
+                                  connect_timeout=connect, pool_timeout=pool,
+                                  media_write_timeout=media_write)
+        return HTTPXRequest(connection_pool_size=pool_size, read_timeout=read,
+                            write_timeout=write, connect_timeout=connect, pool_timeout=pool,
+                            proxy=proxy, media_write_timeout=media_write or write)
+
+    def _make_bot(self) -> tuple[ExtBot[Any], BaseRequest]:
         cfg = self._cfg
         # Sends run concurrently for many chats; the long poll has a connection of its own
         # (and a read timeout that PTB extends by the poll timeout).
-        request = HTTPXRequest(connection_pool_size=32, read_timeout=20.0, write_timeout=30.0,
-                               connect_timeout=10.0, pool_timeout=10.0, proxy=cfg.proxy_url,
-                               media_write_timeout=120.0)
-        poll_request = HTTPXRequest(connection_pool_size=2, read_timeout=10.0,
-                                    write_timeout=10.0, connect_timeout=10.0, pool_timeout=5.0,
-                                    proxy=cfg.proxy_url)
+        request = self._request(32, media_write=120.0)
+        poll_request = self._request(2, read=10.0, write=10.0, pool=5.0)
         limiter = AIORateLimiter(max_retries=0) if cfg.rate_limiter else None
         bot: ExtBot[Any] = ExtBot(self._token, base_url=cfg.base_url,
                                   base_file_url=cfg.base_file_url, request=request,
@@ -122,8 +131,7 @@ class TelegramAdapter(Adapter):
             bot, self._poll_request = self._make_bot()
             # Chat actions skip the rate limiter: renewing "typing" every 4 s would otherwise
             # use up a group's 20 messages a minute and hold back the answers themselves.
-            self._action_request = HTTPXRequest(connection_pool_size=8, read_timeout=10.0,
-                                                proxy=self._cfg.proxy_url)
+            self._action_request = self._request(8, read=10.0)
         except (RuntimeError, ValueError) as exc:
             # An unknown proxy scheme, or SOCKS without its optional support installed.
             bridge.fatal(PLATFORM, f"cannot use telegram.proxy_url: {exc}")

@@ -1,0 +1,94 @@
+"""The aiohttp transport under python-telegram-bot, against the fake Bot API."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+from telegram import Bot, InputFile
+from telegram.error import BadRequest, NetworkError, TimedOut
+
+from adapters.telegram_http import AiohttpRequest
+from tests.fakes.fake_telegram import FakeTelegram
+
+
+def transport(read: float = 5.0) -> AiohttpRequest:
+    return AiohttpRequest(pool_size=4, read_timeout=read, write_timeout=5.0,
+                          connect_timeout=5.0, pool_timeout=5.0)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as f:
+        yield f
+
+
+def bot_for(fake: FakeTelegram, request: AiohttpRequest, token: str | None = None) -> Bot:
+    return Bot(token or fake.token, base_url=fake.base_url, base_file_url=fake.base_file_url,
+               request=request, get_updates_request=request)
+
+
+async def test_parameters_and_answers_travel_intact(fake: FakeTelegram) -> None:
+    async with bot_for(fake, transport()) as bot:
+        me = await bot.get_me()
+        sent = await bot.send_message(4242, "a <b>&amp; ünïcode</b> ✓", parse_mode="HTML")
+    assert me.is_bot
+    [message] = fake.sent_messages(4242)
+    assert message.text == "a & ünïcode ✓"
+    assert sent.message_id == message.message_id
+    assert message.entities == [{"type": "bold", "offset": 2, "length": 9}]
+
+
+async def test_files_go_up_as_multipart_and_come_down_as_bytes(fake: FakeTelegram) -> None:
+    data = "# Notes\n\nline ✓\n".encode()
+    async with bot_for(fake, transport()) as bot:
+        await bot.send_document(4242, InputFile(data, filename="reply.md"), caption="the file")
+        [message] = fake.sent_messages(4242)
+        assert message.document is not None
+        assert (message.document.data, message.document.file_name) == (data, "reply.md")
+        assert message.caption == "the file"
+        file = await bot.get_file(message.document.file_id)
+        assert bytes(await file.download_as_bytearray()) == data
+
+
+async def test_api_errors_are_ptb_errors(fake: FakeTelegram) -> None:
+    async with bot_for(fake, transport()) as bot:
+        with pytest.raises(BadRequest, match=r"(?i)message text is empty"):
+            await bot.send_message(4242, "")
+
+
+async def test_a_stalled_answer_times_out(fake: FakeTelegram) -> None:
+    fake.stall_next("getMe")
+    request = transport(read=0.3)
+    await request.initialize()
+    try:
+        with pytest.raises(TimedOut):
+            await bot_for(fake, request).get_me()
+    finally:
+        fake.release()
+        await request.shutdown()
+
+
+async def test_an_unreachable_server_is_a_network_error_without_the_token() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once the socket is closed
+    token = "5123456789:AAFakeTokenForTransportTests_x7Qv0Lk3Zp9"
+    request = transport()
+    bot = Bot(token, base_url=f"http://127.0.0.1:{port}/bot", request=request,
+              get_updates_request=request)
+    with pytest.raises(NetworkError) as raised:
+        await bot.get_me()
+    await request.shutdown()
+    assert "aiohttp.ClientConnectorError" in str(raised.value)
+    assert token not in str(raised.value) and "AAFake" not in str(raised.value)
+
+
+async def test_usable_without_initialize_and_closed_by_shutdown(fake: FakeTelegram) -> None:
+    request = transport()
+    bot = bot_for(fake, request)  # never initialized, as the adapter's chat-action bot
+    await bot.send_chat_action(4242, "typing")
+    assert [a.action for a in fake.chat_actions] == ["typing"]
+    await request.shutdown()
+    assert request._session is None
