@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
+from datetime import timedelta
 
 from telegram.error import RetryAfter
+from telegram.warnings import PTBDeprecationWarning
+
+# python-telegram-bot 22 warns, from RetryAfter's own constructor, that `retry_after` becomes
+# a timedelta in its next major version (unless PTB_TIMEDELTA is set). retry_seconds takes
+# both forms, so the warning would only put a scary line in the operator's log on every 429.
+warnings.filterwarnings("ignore", message=r".*`retry_after` will be of type",
+                        category=PTBDeprecationWarning)
 
 
 def retry_seconds(exc: RetryAfter) -> float:
-    # `_retry_after` is always a timedelta; the public property warns or converts
-    # depending on an environment variable.
-    return max(0.0, exc._retry_after.total_seconds())
+    value = exc.retry_after
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    return max(0.0, seconds)
 
 
 def check_cancelled() -> None:

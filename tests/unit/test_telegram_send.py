@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +15,8 @@ from telegram.ext import ExtBot
 from adapters.base import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 from adapters.telegram_send import EMPTY_REPLY, FileStep, Sender, TextStep, plan
 from tests.fakes.fake_telegram import FakeTelegram
+
+REPO = Path(__file__).resolve().parents[2]
 
 CHAT = ChatRef("telegram", "42")
 
@@ -118,3 +124,20 @@ async def test_long_reply_goes_as_a_file_in_the_topic(fake: FakeTelegram,
     head, document = fake.sent_messages(-100900)
     assert head.message_thread_id == 5 and document.message_thread_id == 5
     assert document.file is not None and document.file.data.decode() == text
+
+
+async def test_the_daemon_does_not_log_ptbs_retry_after_deprecation() -> None:
+    # Outside pytest's warning machinery, as in the daemon: a 429 from Telegram must not put
+    # PTB's deprecation warning in the operator's log, and the wait is still read right.
+    code = ("import warnings; warnings.simplefilter('default')\n"
+            "import adapters.telegram_errors as e\n"
+            "from telegram.error import RetryAfter\n"
+            "print(e.retry_seconds(RetryAfter(7)))\n")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, cwd=str(REPO),
+        env={k: v for k, v in os.environ.items() if k != "PTB_TIMEDELTA"})
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip() == "7.0"
+    assert "Warning" not in err.decode()
