@@ -420,6 +420,9 @@ class SlackAdapter(Adapter):
     async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
         if self._sender is None or self._progress is None:
             raise DeliveryError("Slack is not connected yet")
+        if not self._settings.stream:
+            await self._sender.send(chat, reply)
+            return
         key = reply_key(chat, reply)
         target = self._reply_streams.get(key)
         if target is None and reply.kind is ReplyKind.ANSWER and reply.private_to is None:

@@ -153,12 +153,23 @@ class SlackSender:
         else:
             parts = [self._part(chat, text, stream if i == 0 else None)
                      for i, text in enumerate(chunks)]
+        if len(parts) == 1:
+            await parts[0]()  # nothing to resume half way: no progress to keep
+        else:
+            await self._send_resumable(chat, reply, parts)
+        if reply.kind is ReplyKind.ANSWER and as_file:
+            log.info("long reply to %s sent as a file (%d characters)", chat.key,
+                     len(reply.text))
+
+    async def _send_resumable(self, chat: ChatRef, reply: OutgoingReply,
+                              parts: list[Callable[[], Awaitable[Any]]]) -> None:
+        """Post the parts of a split reply; a retry goes on after the last part that got
+        through, even after a restart, instead of posting the first ones again."""
         key = reply_key(chat, reply)
         done = self._posted.get(key)
-        if done is None and len(parts) > 1:
+        if done is None:
             saved = await self._cursors.get_cursor(f"slack.partial.{key}")
             done = int(saved) if saved and saved.isdigit() else 0
-        done = done or 0
         for index in range(done, len(parts)):
             try:
                 await parts[index]()
@@ -169,9 +180,6 @@ class SlackSender:
                 raise
         if self._posted.pop(key, None) is not None or done:
             await self._cursors.set_cursor(f"slack.partial.{key}", "0")
-        if reply.kind is ReplyKind.ANSWER and as_file:
-            log.info("long reply to %s sent as a file (%d characters)", chat.key,
-                     len(reply.text))
 
     def _part(self, chat: ChatRef, text: str,
               stream: StreamTarget | None) -> Callable[[], Awaitable[Any]]:

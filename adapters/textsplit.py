@@ -484,6 +484,8 @@ def scrub_surrogates(text: str) -> str:
 
 def iter_split_markdown(text: str, fits: Fits) -> Iterator[str]:
     """Lazily yield the pieces of :func:`split_markdown`."""
+    if text and not text[0].isspace() and not text[-1].isspace() and fits(text):
+        return iter((text,))  # most replies: one piece, no need to look for cuts
     return _Splitter(_Doc(text), fits).pieces()
 
 

@@ -81,6 +81,8 @@ class Store:
         self._db = db
         self.path = path
         self._lock = asyncio.Lock()
+        self._access_marker = path.with_name(path.name + ".access-changed")
+        self._access_marker_name = str(self._access_marker)  # stat()ed for every message
         self._insert_known = Coalescer(self._insert_known_batch, "inbound")
         self._mark_sent = Coalescer(self._mark_sent_batch, "sent")
         self._insert_replies = Coalescer(self._insert_replies_batch, "replies")
@@ -485,9 +487,6 @@ class Store:
         stamp = time.time_ns()
         os.utime(marker, ns=(stamp, max(stamp, marker.stat().st_mtime_ns + 1)))
 
-    @property
-    def _access_marker(self) -> Path:
-        return self.path.with_name(self.path.name + ".access-changed")
 
     def access_stamp(self) -> int:
         """Changes whenever any process changes a grant: lets callers cache decisions.
@@ -496,7 +495,7 @@ class Store:
         access` runs in another process, so an in-memory flag would not see it.
         """
         try:
-            return self._access_marker.stat().st_mtime_ns
+            return os.stat(self._access_marker_name).st_mtime_ns
         except FileNotFoundError:
             return 0
 
