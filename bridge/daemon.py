@@ -72,7 +72,8 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     bridge: Bridge
     commands = Commands(store, router, lambda: bridge.agent_summary())
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
-                    http.app if http else None)
+                    http.app if http else None, agent_down_since=lambda: agent.unready_since,
+                    tell_after=settings.agent.restart_budget)
     bridge = Bridge(settings, store, outbox, router, agent, intake, by_platform, http)
     return bridge
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -21,11 +22,24 @@ from bridge.store import Store
 
 log = logging.getLogger("picobridge.intake")
 
+AGENT_DOWN_TEXT = ("⏳ The agent is not available right now. Your message is saved and will be "
+                   "answered as soon as it is back.")
+MAX_TOLD = 100_000  # chats remembered as told during one outage
+
 
 class Intake:
     def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
-                 commands: Commands, app: web.Application | None = None) -> None:
+                 commands: Commands, app: web.Application | None = None, *,
+                 agent_down_since: Callable[[], float | None] = lambda: None,
+                 tell_after: float = float("inf")) -> None:
+        """`agent_down_since` gives the monotonic time since which no agent has been ready
+        (None while one is); a message arriving after `tell_after` seconds of that gets a
+        notice, once per chat and outage, so its sender knows it waits."""
         self._app = app
+        self._agent_down_since = agent_down_since
+        self._tell_after = tell_after
+        self._outage: float | None = None
+        self._told: set[str] = set()
         self._store = store
         self._router = router
         self._outbox = outbox
@@ -63,7 +77,24 @@ class Intake:
         log.debug("received platform=%s chat=%s id=%s session=%s", platform, chat.key,
                   message.platform_message_id, stored.session_id)
         self._router.enqueue(stored)
+        await self._tell_if_agent_down(message)
         return SubmitResult.ACCEPTED
+
+    async def _tell_if_agent_down(self, message: InboundMessage) -> None:
+        since = self._agent_down_since()
+        if since is None or time.monotonic() - since < self._tell_after:
+            return
+        if since != self._outage or len(self._told) >= MAX_TOLD:
+            self._outage = since
+            self._told.clear()
+        chat = message.chat
+        if chat.key in self._told:
+            return
+        self._told.add(chat.key)
+        log.warning("agent down for %.0fs: telling chat=%s its message waits",
+                    time.monotonic() - since, chat.key)
+        self._outbox.deliver(await self._store.add_reply(
+            chat, ReplyKind.NOTICE, AGENT_DOWN_TEXT, reply_to=message.reply_to))
 
     async def _command(self, name: str, message: InboundMessage) -> SubmitResult:
         platform = message.chat.platform

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from bridge import exit_codes
 from tests.e2e.telegram_support import (
+    OTHER_USER,
     USER,
     assert_no_token,
+    replies,
     reply_containing,
     started,
     telegram_config,
@@ -59,6 +61,38 @@ async def test_watchdog_reconnects_after_stall_and_errors(tmp_path: Path) -> Non
             fake.user_message(USER, USER, "after the trouble")
             await reply_containing(fake, USER, "echo: after the trouble")
             fake.release()
+        assert_no_token(daemon, fake.token)
+
+
+async def test_senders_hear_that_their_message_waits_while_the_agent_is_down(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "agent-may-start"
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake, "--start-when", str(gate),
+                                 agent={"restart_budget": 1})
+        async with Daemon(config) as daemon:
+            await started(daemon, fake)
+            # Three failed starts (backoff 0.5 s, then 1 s): down for longer than the budget.
+            await daemon.wait_until(
+                lambda: sum("agent down" in line for line in daemon.log_lines) >= 3, 20,
+                "three failed agent starts")
+            first = fake.user_message(USER, USER, "are you there?")
+            notice = await reply_containing(fake, USER, "not available right now")
+            assert "saved" in notice.text
+            assert notice.reply_to_message_id == first["message"]["message_id"]
+            # Once per chat and outage: the second message waits without another notice.
+            second = fake.user_message(USER, USER, "hello?")
+            await daemon.wait_for_log(rf"received .* id={USER}:{second['message']['message_id']}")
+            fake.user_message(OTHER_USER, OTHER_USER, "me too")
+            await reply_containing(fake, OTHER_USER, "not available right now")
+            gate.touch()  # the agent can start again: everything queued is answered
+            await reply_containing(fake, USER, "echo: are you there?")
+            await reply_containing(fake, USER, "hello?")
+            await reply_containing(fake, OTHER_USER, "echo: me too")
+            texts = [m.text or "" for m in fake.sent_messages(USER)]
+            assert len(replies(fake, USER, "not available right now")) == 1
+            assert texts[0] == notice.text  # told before anything else reached the chat
         assert_no_token(daemon, fake.token)
 
 

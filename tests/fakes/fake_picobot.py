@@ -365,6 +365,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ready-once", action="store_true",
                         help="print ready on the first start only (a restart never gets ready)")
     parser.add_argument("--crash-on-start", action="store_true", help="exit 4 before ready")
+    parser.add_argument("--start-when", metavar="PATH",
+                        help="exit 4 before ready while PATH does not exist")
     parser.add_argument("--ready-delay", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--ignore-pings-while-busy", action="store_true")
     parser.add_argument("--instant", action="store_true", help="no progress, no journal")
@@ -387,7 +389,7 @@ def main(argv: list[str] | None = None) -> None:
         for i in range(5):
             sys.stderr.write(f"fake picobot: startup log line {i}\n")
         sys.stderr.flush()
-    if args.crash_on_start:
+    if args.crash_on_start or (args.start_when and not os.path.exists(args.start_when)):
         agent.exit(4, "crash on start")
     if args.ready_delay > 0:
         time.sleep(args.ready_delay)

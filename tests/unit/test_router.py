@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,10 @@ from adapters.base import (
     ProgressKind,
     ReplyKind,
 )
+from bridge.access import AccessPolicy
 from bridge.agent import AgentRequest, Failure, Progress, Reply
+from bridge.commands import AgentSummary, Commands
+from bridge.intake import AGENT_DOWN_TEXT, Intake
 from bridge.outbox import Outbox
 from bridge.router import Router
 from bridge.store import Store
@@ -81,6 +85,7 @@ class Rig:
     router: Router
     agent: ScriptedAgent
     adapter: Recorder
+    outbox: Outbox
     n: int = 0
 
     async def submit(self, chat_id: str, text: str) -> None:
@@ -104,7 +109,7 @@ async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[R
     agent = ScriptedAgent()
     router.attach_agent(agent)
     await router.start()
-    yield Rig(store, router, agent, adapter)
+    yield Rig(store, router, agent, adapter, outbox)
     await router.stop(0)
     await outbox.stop(0)
     await store.close()
@@ -251,3 +256,31 @@ async def test_restart_resumes_unanswered_messages(tmp_path: Path) -> None:
     await router.stop(0)
     await outbox.stop(0)
     await store.close()
+
+
+async def test_a_long_agent_outage_is_told_once_per_chat_and_outage(rig: Rig) -> None:
+    down_since: list[float | None] = [time.monotonic() - 100]
+    intake = Intake(rig.store, rig.router, rig.outbox,
+                    AccessPolicy(rig.store, {"test": frozenset({"u"})}),
+                    Commands(rig.store, rig.router, lambda: AgentSummary("down", None, 0, None)),
+                    agent_down_since=lambda: down_since[0], tell_after=50)
+
+    async def write(chat: str, n: int) -> None:
+        await intake.submit(InboundMessage(chat=ChatRef("test", chat), sender_id="u",
+                                           text=f"m{n}", platform_message_id=f"{chat}-{n}"))
+
+    await write("a", 1)  # down for 100 s > 50 s: told
+    await write("a", 2)  # same outage: not again
+    await write("b", 3)  # another chat: told
+    down_since[0] = time.monotonic() - 60  # the agent came back and went down again
+    await write("a", 4)
+    down_since[0] = time.monotonic()  # a fresh outage, shorter than the budget: not yet
+    await write("a", 5)
+    down_since[0] = None  # ready
+    await write("b", 6)
+    await rig.outbox.wait_idle()
+    notices = [chat for chat, reply in rig.adapter.sent if reply.text == AGENT_DOWN_TEXT]
+    assert notices == ["a", "b", "a"]
+    assert len(rig.adapter.sent) == 3  # nothing else was sent: the agent never answered
+    assert [m.text for m in await rig.store.open_messages()] == [
+        "m1", "m2", "m3", "m4", "m5", "m6"]  # every message still waits for the agent
