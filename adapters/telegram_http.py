@@ -5,7 +5,7 @@ CPU per message; aiohttp, which the daemon already uses for Slack and its own se
 same requests for much less (C-accelerated HTTP parsing, no anyio layer). PTB supports a
 custom transport through `BaseRequest`: it builds the request and interprets the answer, this
 class only moves bytes. A configured `telegram.proxy_url` keeps PTB's httpx transport, which
-also speaks SOCKS.
+also speaks SOCKS; proxies from the environment (HTTPS_PROXY) work with either.
 """
 
 from __future__ import annotations
@@ -38,9 +38,11 @@ class AiohttpRequest(BaseRequest):
 
     async def initialize(self) -> None:
         if self._session is None or self._session.closed:
+            # trust_env: like httpx (PTB's default), honour HTTPS_PROXY / NO_PROXY from the
+            # environment, so a proxy set that way keeps working.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._pool_size),
-                headers={"User-Agent": self.USER_AGENT})
+                headers={"User-Agent": self.USER_AGENT}, trust_env=True)
 
     async def shutdown(self) -> None:
         if self._session is not None and not self._session.closed:

@@ -92,3 +92,20 @@ async def test_usable_without_initialize_and_closed_by_shutdown(fake: FakeTelegr
     assert [a.action for a in fake.chat_actions] == ["typing"]
     await request.shutdown()
     assert request._session is None
+
+
+async def test_a_proxy_from_the_environment_is_used(fake: FakeTelegram,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # As with httpx: HTTPS_PROXY/HTTP_PROXY in the service's environment is honoured. The Bot
+    # API host does not exist, so only the proxy (the fake, serving absolute-form requests)
+    # can answer.
+    monkeypatch.setenv("HTTP_PROXY", fake.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    request = transport()
+    bot = Bot(fake.token, base_url="http://api.telegram.invalid/bot", request=request,
+              get_updates_request=request)
+    try:
+        assert (await bot.get_me()).is_bot
+    finally:
+        await request.shutdown()
