@@ -35,6 +35,11 @@ class Coalescer(Generic[Item, Result]):
             self._task = asyncio.create_task(self._run(), name=f"coalesce-{self._name}")
         return await waiter
 
+    async def settle(self) -> None:
+        """Wait until what was handed over so far is written (or failed)."""
+        while self._task is not None:
+            await asyncio.wait([self._task])
+
     async def _run(self) -> None:
         try:
             while self._items:

@@ -120,6 +120,10 @@ class Store:
         return cls(db, path)
 
     async def close(self) -> None:
+        # Writes callers gave up waiting for (a cancelled delivery marking its reply sent)
+        # still land: otherwise the next start would send that reply again.
+        for pending in (self._insert_known, self._insert_replies, self._mark_sent):
+            await pending.settle()
         await self._db.close()
 
     async def schema_version(self) -> int:

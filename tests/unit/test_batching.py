@@ -77,3 +77,18 @@ async def test_a_cancelled_caller_does_not_disturb_the_others() -> None:
     assert await staying == 20
     assert leaving.cancelled()
     assert rec.batches == [[1, 2]]  # its item was written all the same
+
+
+async def test_settle_waits_for_writes_whose_callers_left() -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    coalesce = Coalescer(rec.flush, "test")
+    leaving = asyncio.create_task(coalesce(1))
+    await rec.entered.wait()
+    leaving.cancel()
+    settling = asyncio.create_task(coalesce.settle())
+    await asyncio.sleep(0)
+    assert not settling.done()  # the write is still under way
+    rec.gate.set()
+    await settling
+    assert rec.batches == [[1]]
