@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,19 @@ from typing import Any
 import aiosqlite
 
 from adapters.base import Attachment, ChatRef, InboundMessage, ReplyKind
+from adapters.textsplit import scrub_surrogates
 from bridge.batching import Coalescer
 from bridge.schema import SchemaError, applied_version, available_migrations, migrate
+
+
+def _clean_inbound(msg: InboundMessage) -> InboundMessage:
+    # A broken JSON escape (from a platform or the agent) can leave a lone surrogate in a
+    # str, which SQLite's UTF-8 binding refuses: one such message would fail every message
+    # written with it. It is stored, and goes on, with U+FFFD instead.
+    text, name = scrub_surrogates(msg.text), scrub_surrogates(msg.sender_name)
+    if text is msg.text and name is msg.sender_name:
+        return msg
+    return replace(msg, text=text, sender_name=name)
 
 
 def _fields(count: int) -> str:
@@ -241,6 +252,7 @@ class Store:
     async def record_inbound(self, msg: InboundMessage) -> StoredMessage | None:
         """Commit a new message to the chat's current session; None when it is a duplicate."""
         now = time.time()
+        msg = _clean_inbound(msg)
         attachments = json.dumps([a.to_json() for a in msg.attachments], ensure_ascii=False)
         values = (msg.chat.platform, msg.platform_message_id, msg.sender_id, msg.sender_name,
                   msg.text, attachments, msg.reply_to, now, now)
@@ -293,6 +305,7 @@ class Store:
     async def record_command(self, msg: InboundMessage, reply: str) -> StoredReply | None:
         """Record a handled bridge command and its reply together; None when seen before."""
         now = time.time()
+        msg, reply = _clean_inbound(msg), scrub_surrogates(reply)
         async with self._tx() as db:
             session_id = await self._ensure_chat(db, msg.chat)
             cur = await db.execute(
@@ -333,6 +346,7 @@ class Store:
     async def update_text(self, platform: str, platform_msg_id: str,
                           text: str) -> StoredMessage | None:
         """Edit a message that has not reached the agent yet; None if it is too late."""
+        text = scrub_surrogates(text)
         async with self._tx() as db:
             cur = await db.execute(
                 "UPDATE inbound SET text = ?, updated_at = ? WHERE platform = ?"
@@ -389,6 +403,8 @@ class Store:
         Doing both at once is what makes a crash between them harmless: either the reply is
         queued and the messages are answered, or neither happened and the turn runs again.
         """
+        text = scrub_surrogates(text)
+        error = scrub_surrogates(error) if error is not None else None
         ids = [m.id for m in settles]
         answers = tuple(m.platform_msg_id for m in sorted(settles, key=lambda m: m.id))
         row = (chat.key, session_id, kind.value, text, reply_to, private_to, time.time(), error,

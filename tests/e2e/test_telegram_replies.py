@@ -176,3 +176,21 @@ async def test_streaming_and_tool_status(tmp_path: Path) -> None:
         assert visible == [final]
         if final.edits:
             assert fake.calls_to("editMessageText")
+
+
+async def test_broken_unicode_from_the_agent_or_a_user_is_answered(tmp_path: Path) -> None:
+    # A lone UTF-16 surrogate (valid as a JSON escape, refused by every UTF-8 encoder) must
+    # not cost anybody an answer: it arrives as U+FFFD.
+    async with FakeTelegram() as fake:
+        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
+            await started(daemon, fake)
+            fake.user_message(USER, USER, "tell me #lone-surrogate")
+            reply = await reply_containing(fake, USER, "echo: tell me")
+            assert reply.text is not None and reply.text.endswith("broken \ufffd half")
+            fake.user_message(USER, USER, "half a smiley \ud83d and more")
+            reply = await reply_containing(fake, USER, "and more")
+            assert reply.text == "echo: half a smiley \ufffd and more"
+            fake.user_message(USER, USER, "still fine")
+            await reply_containing(fake, USER, "echo: still fine")
+        assert "Traceback" not in daemon.log
+        assert_no_token(daemon, fake.token)

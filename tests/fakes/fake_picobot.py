@@ -12,7 +12,8 @@ Run: ``python fake_picobot.py --state DIR [flags]``.  Flags: ``--no-ready``,
 Directives are whole words in a message's (attachment-expanded) content: ``#crash``,
 ``#crash-once``, ``#hang``, ``#hang-once``, ``#hang-after`` (answer once, then stop answering
 anything), ``#slow=N``, ``#slow-once=N``, ``#garbage``,
-``#huge=N``, ``#unicode``, ``#double``, ``#later=N``, ``#stderr``, ``#error``, ``#tool``.
+``#huge=N``, ``#unicode``, ``#double``, ``#later=N``, ``#stderr``, ``#error``, ``#tool``,
+``#lone-surrogate`` (the answer carries a lone UTF-16 surrogate as a JSON escape).
 ``#crash``/``#hang`` act as soon as the line is read (even behind a busy turn); the others act
 when the message's turn comes (messages are worked one at a time, in arrival order).
 
@@ -341,7 +342,12 @@ class FakeAgent:
             for junk in GARBAGE_LINES:
                 self.emit_bytes(junk)
         response = {"type": "response", "content": reply, "session": session}
-        self.emit(response, end=b"\r\n" if unicode_mode else b"\n")
+        if has_flag(content, "lone-surrogate"):
+            # Valid JSON, but it decodes to a str no UTF-8 encoder accepts.
+            response["content"] = reply + " broken \ud800 half"
+            self.emit_bytes(json.dumps(response, ensure_ascii=True).encode() + b"\n")
+        else:
+            self.emit(response, end=b"\r\n" if unicode_mode else b"\n")
         if has_flag(content, "double"):
             self.emit(
                 {"type": "response", "content": f"second answer: {content}", "session": session}
