@@ -28,11 +28,20 @@ from bridge.batching import Coalescer
 from bridge.schema import SchemaError, applied_version, available_migrations, migrate
 
 
+def _clean(text: str) -> str:
+    """Text as it can be stored: U+FFFD for what SQLite cannot take whole.
+
+    A broken JSON escape (from a platform or the agent) can leave a lone surrogate in a str,
+    which SQLite's UTF-8 binding refuses: one such message would fail every message written
+    with it. A NUL would cut the text short where group writes pass it through SQLite's JSON
+    functions. Neither is anything a chat could show.
+    """
+    text = scrub_surrogates(text)
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 def _clean_inbound(msg: InboundMessage) -> InboundMessage:
-    # A broken JSON escape (from a platform or the agent) can leave a lone surrogate in a
-    # str, which SQLite's UTF-8 binding refuses: one such message would fail every message
-    # written with it. It is stored, and goes on, with U+FFFD instead.
-    text, name = scrub_surrogates(msg.text), scrub_surrogates(msg.sender_name)
+    text, name = _clean(msg.text), _clean(msg.sender_name)
     if text is msg.text and name is msg.sender_name:
         return msg
     return replace(msg, text=text, sender_name=name)
@@ -305,7 +314,7 @@ class Store:
     async def record_command(self, msg: InboundMessage, reply: str) -> StoredReply | None:
         """Record a handled bridge command and its reply together; None when seen before."""
         now = time.time()
-        msg, reply = _clean_inbound(msg), scrub_surrogates(reply)
+        msg, reply = _clean_inbound(msg), _clean(reply)
         async with self._tx() as db:
             session_id = await self._ensure_chat(db, msg.chat)
             cur = await db.execute(
@@ -346,7 +355,7 @@ class Store:
     async def update_text(self, platform: str, platform_msg_id: str,
                           text: str) -> StoredMessage | None:
         """Edit a message that has not reached the agent yet; None if it is too late."""
-        text = scrub_surrogates(text)
+        text = _clean(text)
         async with self._tx() as db:
             cur = await db.execute(
                 "UPDATE inbound SET text = ?, updated_at = ? WHERE platform = ?"
@@ -403,8 +412,8 @@ class Store:
         Doing both at once is what makes a crash between them harmless: either the reply is
         queued and the messages are answered, or neither happened and the turn runs again.
         """
-        text = scrub_surrogates(text)
-        error = scrub_surrogates(error) if error is not None else None
+        text = _clean(text)
+        error = _clean(error) if error is not None else None
         ids = [m.id for m in settles]
         answers = tuple(m.platform_msg_id for m in sorted(settles, key=lambda m: m.id))
         row = (chat.key, session_id, kind.value, text, reply_to, private_to, time.time(), error,

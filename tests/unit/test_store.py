@@ -178,17 +178,21 @@ async def test_replies_marked_sent_together_each_deliver_their_messages(store: S
     assert (await store.counts())["delivered"] == 3
 
 
-async def test_lone_surrogates_are_stored_as_replacement_characters(store: Store) -> None:
+async def test_lone_surrogates_and_nul_are_stored_as_replacement_characters(
+    store: Store,
+) -> None:
     bad = InboundMessage(chat=CHAT, sender_id="42", sender_name="Ann\udfff",
-                         text="half \ud83d a smiley", platform_message_id="bad")
+                         text="half \ud83d a smiley\x00 and the rest \x01",
+                         platform_message_id="bad")
     assert await store.record_inbound(msg(0)) is not None  # the chat is known: batched path
     # Written in one batch with good messages: the bad one must not take them down with it.
     stored = await asyncio.gather(store.record_inbound(msg(1)), store.record_inbound(bad),
                                   store.record_inbound(msg(2)))
     assert all(s is not None for s in stored)
     assert [m.text for m in await store.open_messages()] == [
-        "hi 0", "hi 1", "half \ufffd a smiley", "hi 2"]
-    reply = await store.add_reply(CHAT, ReplyKind.ANSWER, "oops \udc00", error="x\ud800")
-    assert reply.text == "oops \ufffd"
+        "hi 0", "hi 1", "half \ufffd a smiley\ufffd and the rest \x01", "hi 2"]
+    reply = await store.add_reply(CHAT, ReplyKind.ANSWER, "oops \udc00 \x00 end",
+                                  error="x\ud800")
+    assert reply.text == "oops \ufffd \ufffd end"
     [pending] = await store.pending_replies()
     assert pending == reply
