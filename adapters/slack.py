@@ -70,6 +70,7 @@ from adapters.slack_client import (
     identify,
     web_client,
 )
+from adapters.slack_context import thread_context
 from adapters.slack_events import PLATFORM, Candidate, Identity, Skip, normalise, slash_command_text
 from adapters.slack_files import SlackFiles
 from adapters.slack_progress import SlackProgress
@@ -320,13 +321,23 @@ class SlackAdapter(Adapter):
             if found.platform_message_id in self._seen_messages:
                 self._seen_events.add(event_id)
                 return
-            if found.needs_known_thread and not await bridge.knows_chat(found.chat):
-                return
-            await self._submit(bridge, found)
+            context = ""
+            thread = found.chat.thread_id
+            if found.needs_known_thread or (thread is not None and thread != found.ts
+                                            and not found.is_dm):
+                known = await bridge.knows_chat(found.chat)
+                if found.needs_known_thread and not known:
+                    return
+                if not known and thread is not None and self._client is not None \
+                        and await bridge.is_allowed(PLATFORM, found.user):
+                    # Mentioned for the first time in a thread that ran without the bot.
+                    context = await thread_context(self._client, me, found.channel, thread,
+                                                   found.ts)
+            await self._submit(bridge, found, context)
             self._seen_messages.add(found.platform_message_id)
             self._seen_events.add(event_id)
 
-    async def _submit(self, bridge: BridgeLink, found: Candidate) -> None:
+    async def _submit(self, bridge: BridgeLink, found: Candidate, context: str = "") -> None:
         attachments = []
         notices: list[str] = []
         text = found.text
@@ -345,7 +356,10 @@ class SlackAdapter(Adapter):
         if not text and not attachments:
             if found.files:
                 return  # every file was refused, and the user was told why
-            text = "/help"  # a bare @mention: say what the bot does rather than nothing
+            if not context:
+                text = "/help"  # a bare @mention: say what the bot does rather than nothing
+        if context and not text.startswith("/"):
+            text = context + (text or "(I was mentioned without a question.)")
         result = await bridge.submit(InboundMessage(
             chat=found.chat, sender_id=found.user, text=text,
             platform_message_id=found.platform_message_id, sender_name=found.sender_name,

@@ -92,6 +92,34 @@ async def test_mention_gets_threaded_reply_and_follow_up_needs_no_mention(env: E
     assert next(iter(sessions)).startswith(f"slack.{channel}.{ts}.")
 
 
+async def test_first_mention_in_a_running_thread_brings_the_thread_along(env: Env) -> None:
+    fake = env.fake
+    channel = "C0PLAN"
+    # A thread the bot is not part of: neither message reaches the agent on its own.
+    top = fake.channel_message("Shall we move the release to Friday?", channel=channel,
+                               user=ALICE)
+    await fake.wait_for_ack((await fake.send_event(top))["envelope_id"])
+    reply = fake.channel_message("Only if QA signs off <@U0NOBODY>", channel=channel, user=BOB,
+                                 thread_ts=top["ts"])
+    await fake.wait_for_ack((await fake.send_event(reply))["envelope_id"])
+    # Then someone asks the bot in that thread.
+    await fake.send_mention("what do you think?", channel=channel, user=CAROL,
+                            thread_ts=top["ts"])
+    await reply_to(fake, channel, "what do you think?", thread_ts=top["ts"])
+    [content] = [c for c in env.contents() if "what do you think?" in c]
+    assert content == (
+        "Earlier in this Slack thread (before I was mentioned):\n"
+        f"<@{ALICE}>: Shall we move the release to Friday?\n"
+        f"<@{BOB}>: Only if QA signs off @U0NOBODY\n"
+        "\nThe message for you:\nwhat do you think?")
+    # Once the bot is part of the thread it hears every message there: no context again.
+    later = fake.channel_message("and Monday?", channel=channel, user=ALICE,
+                                 thread_ts=top["ts"])
+    await fake.send_event(later)
+    await reply_to(fake, channel, "echo: and Monday?", thread_ts=top["ts"])
+    assert "and Monday?" in env.contents()
+
+
 async def test_channel_chatter_without_mention_is_not_read(env: Env) -> None:
     fake = env.fake
     top = fake.channel_message("just talking here", channel="C0TEAM", user=ALICE)

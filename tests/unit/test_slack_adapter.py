@@ -397,3 +397,21 @@ async def test_without_a_done_reaction_the_received_one_is_just_removed(
     await adapter.stop()
     assert [c.params.get("name") for c in fake.calls_to("reactions.add")] == ["eyes"]
     assert [c.params.get("name") for c in fake.calls_to("reactions.remove")] == ["eyes"]
+
+
+async def test_thread_history_is_read_only_when_it_can_be_and_only_for_allowed_people(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make()
+    top = fake.channel_message("the topic", user="U0SOMEONE")
+    await fake.wait_for_ack((await fake.send_event(top))["envelope_id"])
+
+    async def mention(text: str, user: str = DEFAULT_USER) -> None:
+        event = fake.app_mention(text, user=user, thread_ts=top["ts"])
+        await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+
+    await mention("from a stranger", user="U0STRANGER")
+    assert fake.calls_to("conversations.replies") == []  # nothing fetched for them
+    fake.fail_next("conversations.replies", 200, error="missing_scope")
+    await mention("no history scope")
+    assert [m.text for m in bridge.submitted] == ["no history scope"]  # sent on without it
+    assert len(fake.calls_to("conversations.replies")) == 1
