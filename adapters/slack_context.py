@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -25,10 +26,11 @@ log = logging.getLogger("picobridge.slack")
 RECENT_MESSAGES = 20
 # Of their text at most this much (the latest kept): context, not an archive.
 MAX_CHARS = 8000
-# conversations.replies lists a thread oldest first; one page this size covers most threads.
+# conversations.replies lists a thread oldest first, in pages: up to 1,000 messages are read.
 PAGE = 200
+MAX_PAGES = 5
 # Slack wants the event acknowledged within 3 s, and the message is committed first.
-FETCH_TIMEOUT = 2.0
+FETCH_TIMEOUT = 1.5
 HEADER = "Earlier in this Slack thread (before I was mentioned):"
 FOOTER = "The message for you:"
 
@@ -36,30 +38,44 @@ FOOTER = "The message for you:"
 async def thread_context(client: AsyncWebClient, me: Identity, channel: str, thread_ts: str,
                          before_ts: str) -> str:
     """The thread before `before_ts` as a block of text for the agent ('' when none)."""
+    first: dict[str, Any] | None = None
+    recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MESSAGES)
     try:
         async with asyncio.timeout(FETCH_TIMEOUT):
-            resp = await client.conversations_replies(channel=channel, ts=thread_ts,
-                                                      latest=before_ts, inclusive=False,
-                                                      limit=PAGE)
+            # Oldest first, page by page: keep the first message and the latest ones.
+            cursor: str | None = None
+            for _ in range(MAX_PAGES):
+                resp = await client.conversations_replies(
+                    channel=channel, ts=thread_ts, latest=before_ts, inclusive=False,
+                    limit=PAGE, cursor=cursor)
+                for m in resp.get("messages") or ():
+                    if not isinstance(m, dict) or _ts(m) >= _ts({"ts": before_ts}):
+                        continue
+                    if first is None and m.get("ts") == thread_ts:
+                        first = m
+                    else:
+                        recent.append(m)
+                meta = resp.get("response_metadata") or {}
+                cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
+                if not cursor:
+                    break
     except SlackApiError as exc:  # no history scope, not in the channel: go on without
         log.info("earlier messages of thread %s:%s not read: %s", channel, thread_ts,
                  slack_error(exc))
         return ""
+    except TimeoutError:
+        # Slack was slow: what arrived so far is still worth passing on.
+        log.info("earlier messages of thread %s:%s read in part (slow answer)", channel,
+                 thread_ts)
     except Exception as exc:
         log.info("earlier messages of thread %s:%s not read: %s", channel, thread_ts,
                  exc.__class__.__name__)
         return ""
-    messages = [m for m in resp.get("messages") or ()
-                if isinstance(m, dict) and _ts(m) < _ts({"ts": before_ts})]
-    if not messages:
-        return ""
-    if messages[0].get("ts") == thread_ts:
-        chosen = [messages[0], *messages[1:][-RECENT_MESSAGES:]]
-    else:
-        chosen = messages[-RECENT_MESSAGES:]
+    keep = 1 if first is not None else 0  # the first message says what the thread is about
+    chosen = [*([first] if first is not None else []), *recent]
     lines = [line for m in chosen if (line := _line(m, me))]
-    while len(lines) > 1 and sum(len(line) + 1 for line in lines) > MAX_CHARS:
-        lines.pop(1)  # the thread's first message stays: it says what the thread is about
+    while len(lines) > keep + 1 and sum(len(line) + 1 for line in lines) > MAX_CHARS:
+        lines.pop(keep)  # drop the oldest of the latest
     if not lines:
         return ""
     return "\n".join([HEADER, *lines, "", FOOTER, ""])

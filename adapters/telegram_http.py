@@ -11,6 +11,7 @@ also speaks SOCKS; proxies from the environment (HTTPS_PROXY) work with either.
 from __future__ import annotations
 
 import asyncio
+import re
 
 import aiohttp
 from telegram._utils.defaultvalue import DefaultValue
@@ -87,16 +88,28 @@ class AiohttpRequest(BaseRequest):
                 body = form
             else:
                 body = request_data.json_parameters
+        # Errors are raised `from None` with the URL cut out of their text: the URL holds the
+        # bot token, and a chained aiohttp error (a connect timeout names the URL) would put
+        # it in any logged traceback.
         try:
             async with asyncio.timeout(_sum(connect, write, read)):
                 async with session.request(method, url, data=body, timeout=timeout) as resp:
                     return resp.status, await resp.read()
-        except TimeoutError as err:
-            raise TimedOut from err
+        except TimeoutError:
+            raise TimedOut from None
         except aiohttp.ClientError as err:
-            # The class name helps when the message is empty; URLs (and so the token) are not
-            # in the message for connection errors, and the adapters scrub what they log.
-            raise NetworkError(f"aiohttp.{err.__class__.__name__}: {err}") from err
+            # The class name helps when the message is empty.
+            raise NetworkError(
+                f"aiohttp.{err.__class__.__name__}: {_without_url(str(err), url)}") from None
+
+
+def _without_url(text: str, url: str) -> str:
+    text = text.replace(url, "[url]")
+    return _TOKEN_PATH.sub("/bot[token]", text)
+
+
+# What is left of a URL in another spelling (yarl may quote or reorder it): the token part.
+_TOKEN_PATH = re.compile(r"/(?:file/)?bot[^/\s]+")
 
 
 def _sum(*parts: float | None) -> float | None:

@@ -48,9 +48,20 @@ class Coalescer(Generic[Item, Result]):
                 try:
                     results = await self._flush(items)
                 except Exception as exc:
-                    for waiter in waiters:
-                        if not waiter.done():
-                            waiter.set_exception(exc)
+                    if len(items) == 1:
+                        if not waiters[0].done():
+                            waiters[0].set_exception(exc)
+                        continue
+                    # One bad item must not fail the others: write each on its own.
+                    for item, waiter in zip(items, waiters, strict=True):
+                        try:
+                            [result] = await self._flush([item])
+                        except Exception as single:
+                            if not waiter.done():
+                                waiter.set_exception(single)
+                        else:
+                            if not waiter.done():
+                                waiter.set_result(result)
                     continue
                 except asyncio.CancelledError:
                     for waiter in (*waiters, *self._waiters):

@@ -79,8 +79,10 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
 
 
 async def start(bridge: Bridge) -> None:
-    await bridge.router.start()
+    # Outbox first: what the last run left undelivered goes out before anything the router
+    # stores while it loads (a give-up notice), and is not read back a second time.
     await bridge.outbox.start()
+    await bridge.router.start()
     bridge.agent.start()
     for adapter in bridge.adapters.values():
         await adapter.start(bridge.intake)

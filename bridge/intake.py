@@ -93,8 +93,12 @@ class Intake:
         self._told.add(chat.key)
         log.warning("agent down for %.0fs: telling chat=%s its message waits",
                     time.monotonic() - since, chat.key)
-        self._outbox.deliver(await self._store.add_reply(
-            chat, ReplyKind.NOTICE, AGENT_DOWN_TEXT, reply_to=message.reply_to))
+        try:
+            self._outbox.deliver(await self._store.add_reply(
+                chat, ReplyKind.NOTICE, AGENT_DOWN_TEXT, reply_to=message.reply_to))
+        except Exception:
+            # The message itself is stored: the platform must hear that it arrived.
+            log.exception("could not store the agent-down notice chat=%s", chat.key)
 
     async def _command(self, name: str, message: InboundMessage) -> SubmitResult:
         platform = message.chat.platform

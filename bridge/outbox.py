@@ -22,6 +22,7 @@ log = logging.getLogger("picobridge.outbox")
 
 RETRY_FIRST = 1.0
 RETRY_CAP = 60.0
+RELOAD_AFTER = 5.0
 
 
 class Outbox:
@@ -31,6 +32,10 @@ class Outbox:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         # Replies waiting for their chat's delivery task, by outbox id (the store's order).
         self._queued: dict[str, dict[int, StoredReply]] = {}
+        # Ids a running delivery task has taken on: handed over again (read from the store
+        # while still pending), they are not sent twice.
+        self._taken: dict[str, set[int]] = {}
+        self._reloads: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
@@ -48,6 +53,8 @@ class Outbox:
         if self._stopping:
             return  # stays pending in the store; the next run sends it
         chat_key = reply.chat.key
+        if reply.id in self._taken.get(chat_key, ()):
+            return
         self._queued.setdefault(chat_key, {})[reply.id] = reply
         if chat_key not in self._tasks:
             self._idle.clear()
@@ -66,26 +73,52 @@ class Outbox:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), grace)
         self._stopping = True
-        tasks = list(self._tasks.values())
+        tasks = [*self._tasks.values(), *self._reloads]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _drain(self, chat_key: str) -> None:
+        taken = self._taken.setdefault(chat_key, set())
+        failed = False
         try:
             while queued := self._queued.pop(chat_key, None):
                 for outbox_id in sorted(queued):
+                    taken.add(outbox_id)
                     if not await self._deliver(queued[outbox_id]):
                         return  # the rest stays pending in the store for the next run
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("delivery task failed chat=%s", chat_key)
+            # The store failed under us (marking a reply sent, say): what this task held is
+            # still pending there; read it back after a pause rather than wait for a restart.
+            log.exception("delivery task failed chat=%s; reading its replies again in %.0fs",
+                          chat_key, RELOAD_AFTER)
+            failed = True
         finally:
             self._tasks.pop(chat_key, None)
             self._queued.pop(chat_key, None)
+            self._taken.pop(chat_key, None)
+            if failed and not self._stopping:
+                self._reload_later(chat_key)
             if not self._tasks:
                 self._idle.set()
+
+    def _reload_later(self, chat_key: str) -> None:
+        async def reload() -> None:
+            await asyncio.sleep(RELOAD_AFTER)
+            try:
+                pending = await self._store.pending_replies(chat_key)
+            except Exception:
+                log.exception("reading replies for chat=%s failed; trying again", chat_key)
+                self._reload_later(chat_key)
+                return
+            for reply in pending:
+                self.deliver(reply)
+
+        task = asyncio.create_task(reload(), name=f"outbox-reload-{chat_key}")
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
 
     async def _deliver(self, reply: StoredReply) -> bool:
         """Send one reply, retrying transient failures; False when the chat cannot be served."""

@@ -55,6 +55,9 @@ class Turn:
     messages: list[StoredMessage]
     started: float
     last_activity: float
+    # Written to the agent (or being written). A turn of a dispatch wave is claimed before
+    # it is sent; until then nothing the agent says belongs to it.
+    sent: bool = False
 
     @property
     def ids(self) -> list[int]:
@@ -142,13 +145,17 @@ class Router:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Turns of a wave the cancelled dispatch never sent: nothing to wait for.
+        unsent = [turn for turn in self._turns.values() if not turn.sent]
+        for turn in unsent:
+            self._end_turn(turn, Outcome.REQUEUED)
         if self._turns:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), grace)
         # Answers already received are committed before the store closes.
         await asyncio.gather(*self._settling, return_exceptions=True)
         await self._recorded()
-        for turn in list(self._turns.values()):
+        for turn in [*unsent, *self._turns.values()]:
             # Not the message's fault: the next run retries it without counting this attempt.
             await self._store.requeue(turn.ids, refund=True)
         self._turns.clear()
@@ -212,24 +219,39 @@ class Router:
 
     async def agent_lost(self, reason: str) -> None:
         self._agent_ready = False
+        lost: list[tuple[Turn, Outcome]] = []
+        # First, synchronously, every lost turn ends and its messages go back to the front of
+        # their lane: awaiting anything before would let a turn of the same chat end in
+        # between and forget the lane these messages belong to.
         for turn in list(self._turns.values()):
-            given_up = turn.attempts >= self._max_attempts
-            self._end_turn(turn, Outcome.FAILED if given_up else Outcome.REQUEUED)
-            lane = self._lane(turn.chat)
-            if given_up:
-                await self._give_up(turn.messages, reason)
-                await self._clear(turn.chat, Outcome.FAILED)
-            else:
+            failed = turn.sent and turn.attempts >= self._max_attempts
+            outcome = Outcome.FAILED if failed else Outcome.REQUEUED
+            self._end_turn(turn, outcome)
+            if not turn.sent:
+                # Claimed for a dispatch wave but never written: not an attempt.
+                self._put_back(turn, [_with_attempt(m, -1) for m in turn.messages])
+            elif not failed:
                 log.warning("turn lost chat=%s session=%s attempt=%d: %s; will retry",
                             turn.chat.key, turn.session, turn.attempts, reason)
-                await self._recorded()
-                await self._store.requeue(turn.ids)
-                lane.queue.extendleft(reversed(turn.messages))
-                await self._clear(turn.chat, Outcome.REQUEUED)
-            self._make_waiting(lane, front=True)
+                self._put_back(turn, turn.messages)
+            lost.append((turn, outcome))
+        await self._recorded()
+        for turn, outcome in lost:
+            if outcome is Outcome.FAILED:
+                await self._give_up(turn.messages, reason)
+            else:
+                await self._store.requeue(turn.ids, refund=not turn.sent)
+            await self._clear(turn.chat, outcome)
+
+    def _put_back(self, turn: Turn, messages: list[StoredMessage]) -> None:
+        lane = self._lane(turn.chat)
+        lane.queue.extendleft(reversed(messages))
+        self._make_waiting(lane, front=True)
 
     async def agent_event(self, event: Reply | Progress | Failure) -> None:
         turn = self._turn_for(event.session)
+        if turn is not None and not turn.sent:
+            turn = None  # e.g. a scheduled job's answer: the claimed turn has not been asked
         if isinstance(event, Progress):
             if turn is not None:
                 turn.last_activity = self._clock()
@@ -267,8 +289,9 @@ class Router:
         """Store the turn's reply and hand it to the outbox, without holding up the caller.
 
         The agent's output is read by one task; committing each answer before reading the
-        next would queue every chat's answer behind the others' database round trips. The
-        chat's next turn starts only once its answer is committed (`_after_turn`).
+        next would queue every chat's answer behind the others' database round trips. (The
+        chat's next turn may start meanwhile; its answer is stored after this one, because
+        writes keep their order, and so is delivered after it.)
         """
         async def run() -> None:
             try:
@@ -280,8 +303,8 @@ class Router:
                 # Not stored: the messages stay open and the next start answers them again.
                 log.exception("storing the answer failed chat=%s session=%s", turn.chat.key,
                               turn.session)
-                return
-            self._after_turn(turn)
+            finally:
+                self._after_turn(turn)
 
         task = asyncio.create_task(run(), name=f"settle-{turn.session}")
         self._settling.add(task)
@@ -421,6 +444,8 @@ class Router:
             return
         text = "\n\n".join(m.text for m in turn.messages)
         attachments = tuple(a for m in turn.messages for a in m.attachments)
+        # Before the write starts: a fast agent may answer before send() returns.
+        turn.sent = True
         try:
             await agent.send(AgentRequest(session, text, attachments))
         except AgentUnavailable:
@@ -428,13 +453,11 @@ class Router:
                 return  # lost during the write: agent_lost has requeued it already
             # The agent went away between the ready check and the write: not this message's
             # fault, so put it back without counting the attempt.
+            self._agent_ready = False
             self._end_turn(turn, Outcome.REQUEUED)
+            self._put_back(turn, [_with_attempt(m, -1) for m in turn.messages])
             await self._recorded()
             await self._store.requeue(turn.ids, refund=True)
-            lane = self._lane(turn.chat)
-            lane.queue.extendleft(reversed([_with_attempt(m, -1) for m in turn.messages]))
-            self._agent_ready = False
-            self._make_waiting(lane, front=True)
 
     async def _timeout_loop(self) -> None:
         period = min(1.0, self._turn_timeout / 4)

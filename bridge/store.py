@@ -262,7 +262,9 @@ class Store:
         """Commit a new message to the chat's current session; None when it is a duplicate."""
         now = time.time()
         msg = _clean_inbound(msg)
-        attachments = json.dumps([a.to_json() for a in msg.attachments], ensure_ascii=False)
+        # ASCII: a lone surrogate in a file's name or text stays a JSON escape, not a str
+        # that no UTF-8 encoder takes.
+        attachments = json.dumps([a.to_json() for a in msg.attachments])
         values = (msg.chat.platform, msg.platform_message_id, msg.sender_id, msg.sender_name,
                   msg.text, attachments, msg.reply_to, now, now)
         # A known chat (the common case) is written together with other messages arriving

@@ -92,3 +92,14 @@ async def test_settle_waits_for_writes_whose_callers_left() -> None:
     rec.gate.set()
     await settling
     assert rec.batches == [[1]]
+
+
+async def test_one_bad_item_fails_only_its_own_caller() -> None:
+    rec = Recorder()
+    rec.fail_on = 2
+    coalesce = Coalescer(rec.flush, "test")
+    results = await asyncio.gather(*(coalesce(i) for i in (1, 2, 3)), return_exceptions=True)
+    assert results[0] == 10 and results[2] == 30
+    assert isinstance(results[1], RuntimeError)
+    # Tried together first, then each on its own.
+    assert rec.batches == [[1, 2, 3], [1], [2], [3]]

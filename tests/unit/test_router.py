@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ from bridge.commands import AgentSummary, Commands
 from bridge.intake import AGENT_DOWN_TEXT, Intake
 from bridge.outbox import Outbox
 from bridge.router import Router
-from bridge.store import Store
+from bridge.store import Store, StoredReply
 
 
 class Recorder(Adapter):
@@ -37,6 +38,8 @@ class Recorder(Adapter):
         self.sent: list[tuple[str, OutgoingReply]] = []
         self.progress: list[tuple[str, ProgressEvent | Outcome]] = []
         self.changed = asyncio.Condition()
+        self.hold: asyncio.Event | None = None  # while set, a send waits for it
+        self.entered = asyncio.Event()
 
     @classmethod
     def from_settings(cls, settings: object) -> Adapter | None:  # type: ignore[override]
@@ -47,6 +50,9 @@ class Recorder(Adapter):
     async def stop(self) -> None: ...
 
     async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
+        self.entered.set()
+        if self.hold is not None:
+            await self.hold.wait()
         self.sent.append((chat.chat_id, reply))
         async with self.changed:
             self.changed.notify_all()
@@ -67,8 +73,14 @@ class ScriptedAgent:
     requests: asyncio.Queue[AgentRequest] = field(default_factory=asyncio.Queue)
     restarts: list[str] = field(default_factory=list)
     restarted: asyncio.Event = field(default_factory=asyncio.Event)
+    # While set, a write waits for it (an agent slow to read its input).
+    hold: asyncio.Event | None = None
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def send(self, request: AgentRequest) -> None:
+        self.entered.set()
+        if self.hold is not None:
+            await self.hold.wait()
         await self.requests.put(request)
 
     def restart(self, reason: str) -> None:
@@ -284,3 +296,70 @@ async def test_a_long_agent_outage_is_told_once_per_chat_and_outage(rig: Rig) ->
     assert len(rig.adapter.sent) == 3  # nothing else was sent: the agent never answered
     assert [m.text for m in await rig.store.open_messages()] == [
         "m1", "m2", "m3", "m4", "m5", "m6"]  # every message still waits for the agent
+
+
+@pytest.mark.parametrize("rig", [{"max_in_flight": 4}], indirect=True)
+async def test_messages_put_back_after_a_crash_keep_their_lane(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn's answer finishing its commit while agent_lost runs must not orphan the lane
+    the lost turn's messages go back to (they would never be asked again)."""
+    await rig.router.agent_ready()
+    await rig.submit("x", "m1")
+    first = await rig.agent.next()
+    held = asyncio.Event()
+    store_reply = rig.store.add_reply
+
+    async def slow_reply(*args: Any, **kwargs: Any) -> StoredReply:
+        stored = await store_reply(*args, **kwargs)
+        await held.wait()  # committed; the router hears of it late
+        return stored
+
+    monkeypatch.setattr(rig.store, "add_reply", slow_reply)
+    await rig.router.agent_event(Reply(first.session, "answer 1"))
+    await rig.submit("x", "m2")  # its turn starts while answer 1 is still being stored
+    assert (await rig.agent.next()).text == "m2"
+    monkeypatch.setattr(rig.store, "add_reply", store_reply)
+    held.set()
+    await rig.router.agent_lost("crash")  # answer 1's commit completes in here
+    await rig.submit("x", "m3")
+    await rig.router.agent_ready()
+    again = await rig.agent.next()
+    assert again.text == "m2\n\nm3"  # m2 asked again (with m3): nothing stranded
+    await rig.router.agent_event(Reply(again.session, "answer 2+3"))
+    await rig.adapter.wait_sent(2)
+    assert [r.text for _, r in rig.adapter.sent] == ["answer 1", "answer 2+3"]
+    assert await rig.store.open_messages() == []
+
+
+@pytest.mark.parametrize("rig", [{"max_in_flight": 3}], indirect=True)
+async def test_turns_of_a_wave_never_sent_are_not_charged_an_attempt(rig: Rig) -> None:
+    rig.agent.hold = asyncio.Event()
+    for chat in ("a", "b", "c"):
+        await rig.submit(chat, f"hello {chat}")
+    await rig.router.agent_ready()  # one wave claims all three, then writes them in turn
+    await rig.agent.entered.wait()  # the first write hangs: the others wait behind it
+    await rig.router.agent_lost("crash during the wave")
+    rig.agent.hold.set()
+    attempts = {m.text: m.attempts for m in await rig.store.open_messages()}
+    assert attempts == {"hello a": 1, "hello b": 0, "hello c": 0}
+    assert (await rig.agent.next()).text == "hello a"  # the write the crash cut short
+    rig.agent.hold = None
+    await rig.router.agent_ready()
+    asked = sorted([(await rig.agent.next()).text for _ in range(3)])
+    assert asked == ["hello a", "hello b", "hello c"]
+
+
+async def test_a_reply_handed_over_again_while_it_is_sent_goes_out_once(rig: Rig) -> None:
+    await rig.submit("x", "question")
+    [message] = await rig.store.open_messages()
+    reply = await rig.store.add_reply(ChatRef("test", "x"), ReplyKind.ANSWER, "once",
+                                      settles=[message])
+    rig.adapter.hold = asyncio.Event()
+    rig.outbox.deliver(reply)
+    await rig.adapter.entered.wait()  # being sent, not yet marked sent
+    for pending in await rig.store.pending_replies():  # e.g. read back at a start
+        rig.outbox.deliver(pending)
+    rig.adapter.hold.set()
+    await rig.outbox.wait_idle()
+    assert [r.text for _, r in rig.adapter.sent] == ["once"]
+    assert await rig.store.pending_replies() == []

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 import adapters.slack as slack_module
+import adapters.slack_context as context_module
 import adapters.slack_progress as progress_module
 from adapters.base import (
     ChatRef,
@@ -415,3 +416,23 @@ async def test_thread_history_is_read_only_when_it_can_be_and_only_for_allowed_p
     await mention("no history scope")
     assert [m.text for m in bridge.submitted] == ["no history scope"]  # sent on without it
     assert len(fake.calls_to("conversations.replies")) == 1
+
+
+async def test_thread_history_keeps_the_first_message_and_the_latest_ones(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(context_module, "PAGE", 7)  # several pages for a 30-message thread
+    await make()
+    top = fake.channel_message("message 0", user="U0SOMEONE")
+    await fake.wait_for_ack((await fake.send_event(top))["envelope_id"])
+    for n in range(1, 30):
+        event = fake.channel_message(f"message {n}", user="U0SOMEONE", thread_ts=top["ts"])
+        await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+    mention = fake.app_mention("sum it up", thread_ts=top["ts"])
+    await fake.wait_for_ack((await fake.send_event(mention))["envelope_id"])
+    [submitted] = bridge.submitted
+    shown = [line.split(": ", 1)[1] for line in submitted.text.splitlines()
+             if line.startswith("<@U0SOMEONE>: ")]
+    assert shown == ["message 0"] + [f"message {n}" for n in range(10, 30)]
+    assert submitted.text.endswith("sum it up")
+    assert len(fake.calls_to("conversations.replies")) == 5  # 30 messages, 7 a page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import traceback
 from collections.abc import AsyncIterator
 
 import pytest
@@ -109,3 +110,17 @@ async def test_a_proxy_from_the_environment_is_used(fake: FakeTelegram,
         assert (await bot.get_me()).is_bot
     finally:
         await request.shutdown()
+
+
+async def test_errors_keep_the_token_out_of_messages_and_tracebacks() -> None:
+    token = "5123456789:AAFakeTokenForTransportTests_x7Qv0Lk3Zp9"
+    request = transport()
+    # aiohttp names the whole URL (token included) when it cannot use it.
+    bot = Bot(token, base_url="http://127.0.0.1:99999/bot", request=request,
+              get_updates_request=request)
+    with pytest.raises(NetworkError) as raised:
+        await bot.get_me()
+    await request.shutdown()
+    assert "InvalidUrlClientError" in str(raised.value)
+    logged = "".join(traceback.format_exception(raised.value))
+    assert "AAFake" not in logged and token not in logged
