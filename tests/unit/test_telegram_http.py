@@ -124,3 +124,14 @@ async def test_errors_keep_the_token_out_of_messages_and_tracebacks() -> None:
     assert "InvalidUrlClientError" in str(raised.value)
     logged = "".join(traceback.format_exception(raised.value))
     assert "AAFake" not in logged and token not in logged
+
+
+async def test_no_proxy_from_the_environment_is_honoured(fake: FakeTelegram,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    request = transport()
+    try:
+        assert (await bot_for(fake, request).get_me()).is_bot  # straight to the fake
+    finally:
+        await request.shutdown()
