@@ -38,6 +38,7 @@ FOOTER = "The message for you:"
 async def thread_context(client: AsyncWebClient, me: Identity, channel: str, thread_ts: str,
                          before_ts: str) -> str:
     """The thread before `before_ts` as a block of text for the agent ('' when none)."""
+    before = _ts({"ts": before_ts})
     first: dict[str, Any] | None = None
     recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MESSAGES)
     try:
@@ -49,7 +50,7 @@ async def thread_context(client: AsyncWebClient, me: Identity, channel: str, thr
                     channel=channel, ts=thread_ts, latest=before_ts, inclusive=False,
                     limit=PAGE, cursor=cursor)
                 for m in resp.get("messages") or ():
-                    if not isinstance(m, dict) or _ts(m) >= _ts({"ts": before_ts}):
+                    if not isinstance(m, dict) or _ts(m) >= before:
                         continue
                     if first is None and m.get("ts") == thread_ts:
                         first = m
