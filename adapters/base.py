@@ -80,7 +80,9 @@ class InboundMessage:
 
     `platform_message_id` must be unique per platform and stable across redeliveries: the
     bridge deduplicates on it. `reply_to` is the platform id of the message a reply should
-    quote or thread under.
+    quote or thread under. `sent_at` is when the user sent it by the platform's clock, for a
+    platform that may deliver a chat's messages out of order (Slack retries an event whose
+    acknowledgement was lost after newer ones): queued messages are taken in that order.
     """
 
     chat: ChatRef
@@ -90,6 +92,7 @@ class InboundMessage:
     sender_name: str = ""
     attachments: tuple[Attachment, ...] = ()
     reply_to: str | None = None
+    sent_at: float | None = None
 
 
 class ReplyKind(enum.StrEnum):

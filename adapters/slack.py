@@ -363,7 +363,7 @@ class SlackAdapter(Adapter):
         result = await bridge.submit(InboundMessage(
             chat=found.chat, sender_id=found.user, text=text,
             platform_message_id=found.platform_message_id, sender_name=found.sender_name,
-            attachments=tuple(attachments), reply_to=found.ts))
+            attachments=tuple(attachments), reply_to=found.ts, sent_at=_ts_seconds(found.ts)))
         log.debug("slack message %s -> %s", found.platform_message_id, result.value)
         if result is SubmitResult.ACCEPTED and self._progress is not None:
             self._progress.received(found.channel, found.ts)
@@ -458,3 +458,10 @@ class SlackAdapter(Adapter):
     async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
         if self._progress is not None:
             self._progress.turn_ended(chat, outcome)
+
+
+def _ts_seconds(ts: str) -> float | None:
+    try:
+        return float(ts)
+    except ValueError:
+        return None

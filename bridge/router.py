@@ -164,7 +164,16 @@ class Router:
 
     def enqueue(self, msg: StoredMessage) -> None:
         lane = self._lane(msg.chat)
-        lane.queue.append(msg)
+        # A message written before others still queued (a platform's late retry) goes ahead
+        # of them, so the agent reads the chat in the order it was written.
+        position = len(lane.queue)
+        if msg.sent_at is not None:
+            while position > 0:
+                before = lane.queue[position - 1].sent_at
+                if before is None or before <= msg.sent_at:
+                    break
+                position -= 1
+        lane.queue.insert(position, msg)
         self._make_waiting(lane)
 
     def replace_queued(self, msg: StoredMessage) -> None:

@@ -73,6 +73,7 @@ class StoredMessage:
     status: str
     attempts: int
     received_at: float
+    sent_at: float | None = None  # see InboundMessage.sent_at; not kept in the database
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +284,8 @@ class Store:
             inserted = rows[0][0], rows[0][1]
         row_id, session_id = inserted
         return StoredMessage(row_id, msg.platform_message_id, msg.chat, session_id, msg.sender_id,
-                             msg.text, msg.attachments, msg.reply_to, "received", 0, now)
+                             msg.text, msg.attachments, msg.reply_to, "received", 0, now,
+                             msg.sent_at)
 
     async def _insert_known_batch(
         self, batch: Sequence[tuple[Any, ...]],

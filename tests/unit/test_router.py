@@ -363,3 +363,16 @@ async def test_a_reply_handed_over_again_while_it_is_sent_goes_out_once(rig: Rig
     await rig.outbox.wait_idle()
     assert [r.text for _, r in rig.adapter.sent] == ["once"]
     assert await rig.store.pending_replies() == []
+
+
+async def test_a_late_retry_of_an_earlier_message_is_read_in_writing_order(rig: Rig) -> None:
+    # Slack retries an event whose acknowledgement a restart lost after newer events: the
+    # older message is stored last but was written first.
+    for n, sent_at in ((16, 16.0), (17, 17.0), (14, 14.0), (15, 15.0), (18, None)):
+        stored = await rig.store.record_inbound(InboundMessage(
+            chat=ChatRef("test", "c"), sender_id="u", text=f"m{n}",
+            platform_message_id=f"c-{n}", sent_at=sent_at))
+        assert stored is not None
+        rig.router.enqueue(stored)
+    await rig.router.agent_ready()
+    assert (await rig.agent.next()).text == "m14\n\nm15\n\nm16\n\nm17\n\nm18"

@@ -436,3 +436,12 @@ async def test_thread_history_keeps_the_first_message_and_the_latest_ones(
     assert shown == ["message 0"] + [f"message {n}" for n in range(10, 30)]
     assert submitted.text.endswith("sum it up")
     assert len(fake.calls_to("conversations.replies")) == 5  # 30 messages, 7 a page
+
+
+async def test_messages_carry_when_they_were_written(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make()
+    event = fake.dm_message("a message")
+    await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
+    [submitted] = bridge.submitted
+    assert submitted.sent_at == float(event["ts"])  # so a late retry can be put in its place
