@@ -276,8 +276,16 @@ async def platform_errors(
         injected["slack"] += 6
 
 
-def check_order(chat: Chat) -> list[str]:
-    """Problems with this chat's answers: missing, unknown or out-of-order message numbers."""
+def check_order(chat: Chat, retried: set[int] | frozenset[int] = frozenset()) -> list[str]:
+    """Problems with this chat's answers: missing, unknown or out-of-order message numbers.
+
+    `retried`: messages Slack delivered again because their first delivery was never
+    acknowledged (it went to a daemon that was killed first). Slack retries only after its
+    acknowledgement timeout, so newer messages of the chat may reach the restarted daemon,
+    and be answered, first. The bridge puts a retried message ahead of newer ones still
+    queued, but cannot un-answer what already went out: such a message must still be
+    answered, only its place in the order is not checked.
+    """
     problems = []
     first_seen: list[int] = []
     seen: set[int] = set()
@@ -292,9 +300,23 @@ def check_order(chat: Chat) -> list[str]:
     extra = sorted(seen - set(range(PER_CHAT)))
     if extra:
         problems.append(f"c{chat.number:02d} answered messages never sent: {extra}")
-    if first_seen != sorted(first_seen):
+    in_order = [n for n in first_seen if n not in retried]
+    if in_order != sorted(in_order):
         problems.append(f"c{chat.number:02d} answered out of order: {first_seen}")
     return problems
+
+
+def retried_messages(slack: FakeSlack) -> dict[int, set[int]]:
+    """Chat number -> message numbers the fake Slack delivered more than once."""
+    retried: dict[int, set[int]] = {}
+    for delivery in slack.redeliveries:
+        payload = delivery.envelope.get("payload")
+        event = payload.get("event") if isinstance(payload, dict) else None
+        text = str(event.get("text", "")) if isinstance(event, dict) else ""
+        match = re.match(r"c(\d+) m(\d+)", text)
+        if match:
+            retried.setdefault(int(match[1]), set()).add(int(match[2]))
+    return retried
 
 
 def check_duplicates(chat: Chat, kills: list[float]) -> tuple[int, int, list[str]]:
@@ -438,8 +460,9 @@ async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path
 
     problems: list[str] = []
     repeats = answered_twice = 0
+    retried = retried_messages(slack)
     for chat in chats:
-        problems += check_order(chat)
+        problems += check_order(chat, retried.get(chat.number, frozenset()))
         chat_repeats, chat_twice, chat_problems = check_duplicates(chat, kill_times)
         repeats += chat_repeats
         answered_twice += chat_twice
@@ -478,6 +501,8 @@ async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path
         f"twice (bound: {len(KILL_AT)} kills x {len(chats)} chats = "
         f"{len(KILL_AT) * len(chats)} replies, at most {len(KILL_AT)} per chat)"
     )
+    print(f"soak: Slack retried {sum(len(r) for r in retried.values())} messages whose "
+          "acknowledgement a kill lost (their place in the order is not checked)")
     print(f"soak: wall time {wall:.1f}s")
 
     assert not replies.foreign, replies.foreign[:10]
