@@ -71,7 +71,15 @@ from adapters.slack_client import (
     web_client,
 )
 from adapters.slack_context import thread_context
-from adapters.slack_events import PLATFORM, Candidate, Identity, Skip, normalise, slash_command_text
+from adapters.slack_events import (
+    PLATFORM,
+    Candidate,
+    Identity,
+    Skip,
+    normalise,
+    slash_command_text,
+    ts_seconds,
+)
 from adapters.slack_files import SlackFiles
 from adapters.slack_progress import SlackProgress
 from adapters.slack_send import SlackSender, StreamTarget, reply_key
@@ -363,7 +371,7 @@ class SlackAdapter(Adapter):
         result = await bridge.submit(InboundMessage(
             chat=found.chat, sender_id=found.user, text=text,
             platform_message_id=found.platform_message_id, sender_name=found.sender_name,
-            attachments=tuple(attachments), reply_to=found.ts, sent_at=_ts_seconds(found.ts)))
+            attachments=tuple(attachments), reply_to=found.ts, sent_at=ts_seconds(found.ts)))
         log.debug("slack message %s -> %s", found.platform_message_id, result.value)
         if result is SubmitResult.ACCEPTED and self._progress is not None:
             self._progress.received(found.channel, found.ts)
@@ -458,10 +466,3 @@ class SlackAdapter(Adapter):
     async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
         if self._progress is not None:
             self._progress.turn_ended(chat, outcome)
-
-
-def _ts_seconds(ts: str) -> float | None:
-    try:
-        return float(ts)
-    except ValueError:
-        return None

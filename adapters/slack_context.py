@@ -17,7 +17,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack_events import Identity, plain_text, strip_mention
+from adapters.slack_events import Identity, plain_text, strip_mention, ts_seconds
 from adapters.slack_send import slack_error
 
 log = logging.getLogger("picobridge.slack")
@@ -38,7 +38,7 @@ FOOTER = "The message for you:"
 async def thread_context(client: AsyncWebClient, me: Identity, channel: str, thread_ts: str,
                          before_ts: str) -> str:
     """The thread before `before_ts` as a block of text for the agent ('' when none)."""
-    before = _ts({"ts": before_ts})
+    before = ts_seconds(before_ts) or 0.0
     first: dict[str, Any] | None = None
     recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MESSAGES)
     try:
@@ -50,7 +50,7 @@ async def thread_context(client: AsyncWebClient, me: Identity, channel: str, thr
                     channel=channel, ts=thread_ts, latest=before_ts, inclusive=False,
                     limit=PAGE, cursor=cursor)
                 for m in resp.get("messages") or ():
-                    if not isinstance(m, dict) or _ts(m) >= before:
+                    if not isinstance(m, dict) or (ts_seconds(m.get("ts")) or 0.0) >= before:
                         continue
                     if first is None and m.get("ts") == thread_ts:
                         first = m
@@ -80,13 +80,6 @@ async def thread_context(client: AsyncWebClient, me: Identity, channel: str, thr
     if not lines:
         return ""
     return "\n".join([HEADER, *lines, "", FOOTER, ""])
-
-
-def _ts(message: dict[str, Any]) -> float:
-    try:
-        return float(message.get("ts") or 0)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def _line(message: dict[str, Any], me: Identity) -> str:

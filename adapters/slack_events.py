@@ -63,6 +63,14 @@ class Candidate:
         return message_id(self.channel, self.ts)
 
 
+def ts_seconds(ts: object) -> float | None:
+    """A Slack timestamp ("1712345678.000200") as seconds; None when it is not one."""
+    try:
+        return float(str(ts))
+    except ValueError:
+        return None
+
+
 def message_id(channel: str, ts: str) -> str:
     return f"{channel}:{ts}"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 import time
@@ -30,6 +31,49 @@ async def baseline_process(script: str, flag: str, env: Mapping[str, str],
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 30)
+
+
+class BaselineAgent:
+    """The fake agent as a baseline bot drives it (in the bot's own process): messages go in
+    as NDJSON records, each answer is handed to `on_answer(session, text)`."""
+
+    def __init__(self, proc: asyncio.subprocess.Process,
+                 on_answer: Callable[[str, str], None]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self._proc = proc
+        self._stdin = proc.stdin
+        self._stdout = proc.stdout
+        self._on_answer = on_answer
+        self._ready = asyncio.Event()
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, argv: Sequence[str],
+                    on_answer: Callable[[str, str], None]) -> BaselineAgent:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        agent = cls(proc, on_answer)
+        await agent._ready.wait()
+        return agent
+
+    async def _read(self) -> None:
+        while line := await self._stdout.readline():
+            record: dict[str, Any] = json.loads(line)
+            if record.get("type") == "ready":
+                self._ready.set()
+            elif record.get("type") == "response":
+                session = str(record.get("session", "")).removeprefix("json:")
+                self._on_answer(session, str(record.get("content", "")))
+
+    async def ask(self, session: str, text: str) -> None:
+        record = {"type": "message", "session": session, "content": text}
+        self._stdin.write(json.dumps(record).encode() + b"\n")
+        await self._stdin.drain()
+
+    async def close(self) -> None:
+        self._stdin.close()
+        await self._proc.wait()
+        self._reader.cancel()
 
 
 class Call(Protocol):

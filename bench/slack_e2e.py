@@ -40,7 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.closed_loop import Load, Result, baseline_process  # noqa: E402
+from bench.closed_loop import BaselineAgent, Load, Result, baseline_process  # noqa: E402
 from tests.fakes.fake_slack import FakeSlack  # noqa: E402
 from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
 
@@ -104,12 +104,6 @@ async def minimal_app(durable: bool) -> None:
     from slack_bolt.app.async_app import AsyncApp
     from slack_sdk.web.async_client import AsyncWebClient
 
-    agent = await asyncio.create_subprocess_exec(
-        *json.loads(os.environ["BENCH_AGENT"]), stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE)
-    assert agent.stdin is not None and agent.stdout is not None
-    stdin, stdout = agent.stdin, agent.stdout
-    ready = asyncio.Event()
     # One shared HTTP session, as picobridge has: the baseline is not handicapped by a new
     # connection per request.
     session = aiohttp.ClientSession()
@@ -135,16 +129,12 @@ async def minimal_app(durable: bool) -> None:
         await client.chat_postMessage(channel=channel, text=text)
         await db.execute("UPDATE outbox SET sent = 1 WHERE id = ?", (next(iter(rows))[0],))
 
-    async def read_agent() -> None:
-        while line := await stdout.readline():
-            record: dict[str, Any] = json.loads(line)
-            if record.get("type") == "ready":
-                ready.set()
-            elif record.get("type") == "response":
-                channel = str(record.get("session", "")).removeprefix("json:")
-                task = asyncio.create_task(post(channel, str(record["content"])))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+    def answered(channel: str, text: str) -> None:
+        task = asyncio.create_task(post(channel, text))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    agent = await BaselineAgent.start(json.loads(os.environ["BENCH_AGENT"]), answered)
 
     async def forward(event: dict[str, Any]) -> None:
         if event.get("bot_id") or event.get("subtype"):
@@ -152,13 +142,8 @@ async def minimal_app(durable: bool) -> None:
         if durable:
             await db.execute("INSERT OR IGNORE INTO inbound(ts, text) VALUES (?, ?)",
                              (event.get("ts"), event.get("text", "")))
-        record = {"type": "message", "session": event["channel"],
-                  "content": event.get("text", "")}
-        stdin.write(json.dumps(record).encode() + b"\n")
-        await stdin.drain()
+        await agent.ask(event["channel"], event.get("text", ""))
 
-    reader = asyncio.create_task(read_agent())
-    await ready.wait()
     # Durable: acknowledge only after the listener (and so the commit) has run.
     app = AsyncApp(client=client, name="minimal", logger=logging.getLogger("slack_bolt.min"),
                    process_before_response=durable)
@@ -169,9 +154,7 @@ async def minimal_app(durable: bool) -> None:
     await handler.connect_async()  # type: ignore[no-untyped-call]
     await stop.wait()
     await handler.close_async()  # type: ignore[no-untyped-call]
-    stdin.close()
-    await agent.wait()
-    reader.cancel()
+    await agent.close()
     await session.close()
     await db.close()
 

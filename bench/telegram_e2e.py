@@ -26,12 +26,11 @@ import sys
 import tempfile
 from collections import deque
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.closed_loop import Load, Result, baseline_process  # noqa: E402
+from bench.closed_loop import BaselineAgent, Load, Result, baseline_process  # noqa: E402
 from tests.fakes.fake_telegram import FakeTelegram  # noqa: E402
 from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
 
@@ -78,24 +77,14 @@ async def minimal_bot() -> None:
     from telegram import Update
     from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
-    agent = await asyncio.create_subprocess_exec(
-        *json.loads(os.environ["BENCH_AGENT"]), stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE)
-    assert agent.stdin is not None and agent.stdout is not None
-    stdin, stdout = agent.stdin, agent.stdout
     waiting: dict[str, deque[asyncio.Future[str]]] = {}
-    ready = asyncio.Event()
 
-    async def read_agent() -> None:
-        while line := await stdout.readline():
-            record: dict[str, Any] = json.loads(line)
-            if record.get("type") == "ready":
-                ready.set()
-            elif record.get("type") == "response":
-                session = str(record.get("session", "")).removeprefix("json:")
-                queue = waiting.get(session)
-                if queue:
-                    queue.popleft().set_result(str(record.get("content", "")))
+    def answered(session: str, text: str) -> None:
+        queue = waiting.get(session)
+        if queue:
+            queue.popleft().set_result(text)
+
+    agent = await BaselineAgent.start(json.loads(os.environ["BENCH_AGENT"]), answered)
 
     async def forward(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
@@ -104,13 +93,9 @@ async def minimal_bot() -> None:
         session = f"chat-{message.chat_id}"
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         waiting.setdefault(session, deque()).append(answer)
-        record = {"type": "message", "session": session, "content": message.text}
-        stdin.write(json.dumps(record).encode() + b"\n")
-        await stdin.drain()
+        await agent.ask(session, message.text)
         await context.bot.send_message(message.chat_id, await answer)
 
-    reader = asyncio.create_task(read_agent())
-    await ready.wait()
     app = (Application.builder().token(os.environ["BENCH_TOKEN"])
            .base_url(os.environ["BENCH_BASE_URL"]).concurrent_updates(True).build())
     app.add_handler(MessageHandler(filters.TEXT, forward))
@@ -123,9 +108,7 @@ async def minimal_bot() -> None:
         await stop.wait()
         await app.updater.stop()
         await app.stop()
-    stdin.close()
-    await agent.wait()
-    reader.cancel()
+    await agent.close()
 
 
 # -- main ------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from adapters.base import (
     Adapter,
@@ -315,9 +315,7 @@ class Router:
             finally:
                 self._after_turn(turn)
 
-        task = asyncio.create_task(run(), name=f"settle-{turn.session}")
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
+        _keep(self._settling, run(), f"settle-{turn.session}")
 
     # -- internals -------------------------------------------------------------------------
 
@@ -411,9 +409,7 @@ class Router:
                 # Only the attempt count is lost: the messages are answered all the same.
                 log.exception("recording a dispatch failed")
 
-        task = asyncio.create_task(run(), name="record-dispatch")
-        self._recording.add(task)
-        task.add_done_callback(self._recording.discard)
+        _keep(self._recording, run(), "record-dispatch")
 
     async def _recorded(self) -> None:
         """Wait until every dispatch so far is written (before putting messages back)."""
@@ -497,6 +493,13 @@ class Router:
             await adapter.clear_progress(chat, outcome)
         except Exception:
             log.exception("clear_progress failed platform=%s", chat.platform)
+
+
+def _keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None], name: str) -> None:
+    """Run `work` in a task held in `tasks` until it is done (so it can be waited for)."""
+    task = asyncio.create_task(work, name=name)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 def _with_attempt(msg: StoredMessage, delta: int = 1) -> StoredMessage:
