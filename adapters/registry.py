@@ -10,14 +10,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from adapters.base import Adapter
+from picobridge.contract import Adapter
 
 if TYPE_CHECKING:
-    from config.settings import Settings
+    from picobridge.config.settings import Settings
 
 PLATFORMS: dict[str, str] = {
-    "telegram": "adapters.telegram:TelegramAdapter",
-    "slack": "adapters.slack:SlackAdapter",
+    "telegram": "picobridge.adapters.telegram:TelegramAdapter",
+    "slack": "picobridge.adapters.slack:SlackAdapter",
 }
 
 

@@ -26,17 +26,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from adapters.base import (  # noqa: E402
+from picobridge.agent.framing import decode_record, encode_record, read_lines  # noqa: E402
+from picobridge.cli import wiring as daemon  # noqa: E402
+from picobridge.config.settings import AgentSettings, BridgeSettings, Settings  # noqa: E402
+from picobridge.contract import (  # noqa: E402
     Adapter,
     BridgeLink,
     ChatRef,
     InboundMessage,
     OutgoingReply,
 )
-from bridge import daemon  # noqa: E402
-from bridge.framing import decode_record, encode_record, read_lines  # noqa: E402
-from bridge.store import Store  # noqa: E402
-from config.settings import AgentSettings, BridgeSettings, Settings  # noqa: E402
+from picobridge.store import Store  # noqa: E402
 
 FAKE_AGENT = REPO / "tests" / "fakes" / "fake_picobot.py"
 

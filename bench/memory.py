@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bridge.store import Store  # noqa: E402
+from picobridge.store import Store  # noqa: E402
 from tests.fakes.fake_slack import FakeSlack  # noqa: E402
 from tests.fakes.fake_telegram import FakeTelegram  # noqa: E402
 from tests.harness import Daemon, base_config, write_config  # noqa: E402

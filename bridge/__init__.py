@@ -1,3 +1,3 @@
-"""picobridge core: agent process, framing, router, store, daemon lifecycle and CLI."""
+"""picobridge: a picobot agent behind Telegram and Slack."""
 
 __version__ = "0.1.0"

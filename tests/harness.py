@@ -60,7 +60,7 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def picobridge_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "bridge", *args]
+    return [sys.executable, "-m", "picobridge", *args]
 
 
 async def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None,

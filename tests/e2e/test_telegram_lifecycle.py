@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from bridge import exit_codes
+from picobridge import exit_codes
 from tests.e2e.telegram_support import (
     OTHER_USER,
     USER,

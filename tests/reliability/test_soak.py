@@ -40,11 +40,11 @@ from typing import Any
 
 import pytest
 
-from adapters.base import ChatRef, InboundMessage, ReplyKind
-from bridge.agent import Reply as AgentReply
-from bridge.outbox import Outbox
-from bridge.router import Router
-from bridge.store import Store, StoredReply
+from picobridge.agent.port import Reply as AgentReply
+from picobridge.contract import ChatRef, InboundMessage, ReplyKind
+from picobridge.core.outbox import Outbox
+from picobridge.core.router import Router
+from picobridge.store import Store, StoredReply
 from tests.fakes.fake_slack import FakeSlack
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.base import ChatRef, InboundMessage, SubmitResult
+from picobridge.contract import ChatRef, InboundMessage, SubmitResult
 
 
 @dataclass

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from bridge.batching import Coalescer
+from picobridge.store.batching import Coalescer
 
 
 class Recorder:

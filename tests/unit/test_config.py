@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import ConfigError, load_settings
+from picobridge.config.settings import ConfigError, load_settings
 
 TOKEN = "123456789:AAHsecretsecretsecretsecretsecret12"
 
@@ -125,7 +125,7 @@ def test_missing_file_is_an_error(tmp_path: Path) -> None:
 def test_shipped_example_config_is_valid_except_placeholders(tmp_path: Path) -> None:
     from importlib import resources
 
-    example = resources.files("config").joinpath("example.toml").read_text(encoding="utf-8")
+    example = (resources.files("picobridge.config") / "example.toml").read_text(encoding="utf-8")
     # As shipped, the placeholders are refused ...
     with pytest.raises(ConfigError, match="example placeholder"):
         load_settings(write(tmp_path, example))
@@ -140,9 +140,9 @@ def test_example_config_documents_every_key(tmp_path: Path) -> None:
 
     from pydantic import BaseModel
 
-    from config.settings import Settings
+    from picobridge.config.settings import Settings
 
-    example = resources.files("config").joinpath("example.toml").read_text(encoding="utf-8")
+    example = (resources.files("picobridge.config") / "example.toml").read_text(encoding="utf-8")
     # Uncomment every `# key = value` line and swap the placeholders for usable dummies.
     text = re.sub(r"^# ([a-z_]+ = )", r"\1", example, flags=re.M)
     text = text.replace("REPLACE-WITH-YOUR-BOT-TOKEN", "dummy").replace(

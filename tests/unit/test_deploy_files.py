@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from bridge import exit_codes
-from config.settings import CREDENTIAL_FILES, ENV_PREFIX, Settings, load_settings
+from picobridge import exit_codes
+from picobridge.config.settings import CREDENTIAL_FILES, ENV_PREFIX, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE_DIR = "/var/lib/picobridge"

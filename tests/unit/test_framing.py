@@ -5,7 +5,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.framing import LineSplitter, decode_record, encode_record, read_lines
+from picobridge.agent.framing import LineSplitter, decode_record, encode_record, read_lines
 
 # Text that would trip a Unicode-aware line splitter.
 tricky = st.text(alphabet=st.sampled_from(["a", "\u2028", "\u2029", "\r", "\x85", "\x0b",

@@ -13,13 +13,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge.health import (
+from picobridge.ops.health import (
     DEFAULT_AGENT_GRACE,
     HealthSnapshot,
     add_health_routes,
     agent_grace_seconds,
 )
-from bridge.metrics import Metrics
+from picobridge.ops.metrics import Metrics
 
 pytestmark = pytest.mark.timeout(30)
 

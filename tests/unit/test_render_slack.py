@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters import render_slack as rs
-from adapters.render_slack import escape, render_slack, to_mrkdwn
+from picobridge.adapters.slack import render as rs
+from picobridge.adapters.slack.render import escape, render_slack, to_mrkdwn
 from tests.unit.test_render_telegram import long_reply
 from tests.unit.test_textsplit import markdownish
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from telegramify_markdown.converter import STANDARD_OPTIONS
 
-from adapters import render_telegram as rt
-from adapters.render_telegram import (
+from picobridge.adapters.telegram import render as rt
+from picobridge.adapters.telegram.render import (
     TelegramChunk,
     needs_file,
     plain_chunks,

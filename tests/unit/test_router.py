@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from adapters.base import (
+from picobridge.agent.port import AgentRequest, Failure, Progress, Reply
+from picobridge.contract import (
     Adapter,
     BridgeLink,
     ChatRef,
@@ -22,13 +23,12 @@ from adapters.base import (
     ProgressKind,
     ReplyKind,
 )
-from bridge.access import AccessPolicy
-from bridge.agent import AgentRequest, Failure, Progress, Reply
-from bridge.commands import AgentSummary, Commands
-from bridge.intake import AGENT_DOWN_TEXT, Intake
-from bridge.outbox import Outbox
-from bridge.router import Router
-from bridge.store import Store, StoredReply
+from picobridge.core.access import AccessPolicy
+from picobridge.core.commands import AgentSummary, Commands
+from picobridge.core.intake import AGENT_DOWN_TEXT, Intake
+from picobridge.core.outbox import Outbox
+from picobridge.core.router import Router
+from picobridge.store import Store, StoredReply
 
 
 class Recorder(Adapter):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.sdnotify import Notifier, run_watchdog, watchdog_loop
+from picobridge.ops.sdnotify import Notifier, run_watchdog, watchdog_loop
 
 WAIT = 5.0
 pytestmark = pytest.mark.timeout(30)

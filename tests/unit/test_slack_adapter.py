@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-import adapters.slack as slack_module
-import adapters.slack_context as context_module
-import adapters.slack_progress as progress_module
-from adapters.base import (
+import picobridge.adapters.slack.adapter as slack_module
+import picobridge.adapters.slack.context as context_module
+import picobridge.adapters.slack.progress as progress_module
+from picobridge.adapters.slack.adapter import SlackAdapter
+from picobridge.adapters.slack.client import SlackAuthError
+from picobridge.config.settings import Settings
+from picobridge.contract import (
     ChatRef,
     InboundMessage,
     Outcome,
@@ -25,9 +28,6 @@ from adapters.base import (
     ReplyKind,
     SubmitResult,
 )
-from adapters.slack import SlackAdapter
-from adapters.slack_client import SlackAuthError
-from config.settings import Settings
 from tests.fakes.fake_slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
 
 

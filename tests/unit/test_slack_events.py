@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from adapters.base import ChatRef
-from adapters.slack_events import (
+from picobridge.adapters.slack.events import (
     Candidate,
     Identity,
     Skip,
@@ -17,6 +16,7 @@ from adapters.slack_events import (
     strip_mention,
     translate_command,
 )
+from picobridge.contract import ChatRef
 from tests.fakes.fake_slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
 
 ME = Identity("U0BOT", "B0BOT", "T1")

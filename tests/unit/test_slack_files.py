@@ -10,10 +10,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters import slack_files
-from adapters.attachments import AttachmentPolicy, AttachmentRefused
-from adapters.slack_files import SlackFiles, host_allowed, looks_like_login_page
-from config.settings import AttachmentSettings
+from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
+from picobridge.adapters.slack import files as slack_files
+from picobridge.adapters.slack.files import SlackFiles, host_allowed, looks_like_login_page
+from picobridge.config.settings import AttachmentSettings
 from tests.fakes.fake_slack import DOWNLOAD_ENDPOINT, LOGIN_PAGE_HTML, FakeSlack
 
 

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.base import ChatRef, DeliveryError, OutgoingReply, ReplyKind
-from adapters.render_slack import render_slack
-from adapters.slack_send import EMPTY_REPLY, LONG_REPLY_NOTE, SlackSender, StreamTarget
+from picobridge.adapters.slack.render import render_slack
+from picobridge.adapters.slack.send import EMPTY_REPLY, LONG_REPLY_NOTE, SlackSender, StreamTarget
+from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 from tests.fakes.fake_slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
 
 CHAT = ChatRef("slack", DEFAULT_CHANNEL, "1700000000.000100")

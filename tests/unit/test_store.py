@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import ChatRef, InboundMessage, ReplyKind
-from bridge.schema import SchemaError, available_migrations
-from bridge.store import Store
+from picobridge.contract import ChatRef, InboundMessage, ReplyKind
+from picobridge.store import Store
+from picobridge.store.schema import SchemaError, available_migrations
 
 CHAT = ChatRef("telegram", "-100123", "7")
 

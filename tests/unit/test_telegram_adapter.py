@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from adapters import telegram as telegram_module
-from adapters.base import ChatRef, DeliveryError, OutgoingReply, ReplyKind
-from adapters.telegram import TelegramAdapter
-from config.settings import Settings
+from picobridge.adapters.telegram import adapter as telegram_module
+from picobridge.adapters.telegram.adapter import TelegramAdapter
+from picobridge.config.settings import Settings
+from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.unit.telegram_memory import MemoryBridge
 

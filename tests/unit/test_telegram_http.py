@@ -10,7 +10,7 @@ import pytest
 from telegram import Bot, InputFile
 from telegram.error import BadRequest, NetworkError, TimedOut
 
-from adapters.telegram_http import AiohttpRequest
+from picobridge.adapters.telegram.http import AiohttpRequest
 from tests.fakes.fake_telegram import FakeTelegram
 
 

@@ -6,8 +6,7 @@ from typing import Any
 
 from telegram import Message
 
-from adapters.base import ChatRef
-from adapters.telegram_normalise import (
+from picobridge.adapters.telegram.normalise import (
     BotIdentity,
     addressed,
     chat_ref,
@@ -17,6 +16,7 @@ from adapters.telegram_normalise import (
     sender,
     strip_mention,
 )
+from picobridge.contract import ChatRef
 from tests.fakes.fake_telegram import FakeTelegram
 
 COMMANDS = ("new", "status", "stop", "help", "start")

@@ -16,12 +16,12 @@ from telegram import Update
 from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
-from adapters.attachments import AttachmentPolicy
-from adapters.base import ChatRef
-from adapters.telegram_intake import Dispatcher, Pipeline
-from adapters.telegram_normalise import BotIdentity
-from adapters.telegram_poll import CURSOR, Poller, WebhookReceiver
-from config.settings import AttachmentSettings
+from picobridge.adapters.common.attachments import AttachmentPolicy
+from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
+from picobridge.adapters.telegram.normalise import BotIdentity
+from picobridge.adapters.telegram.poll import CURSOR, Poller, WebhookReceiver
+from picobridge.config.settings import AttachmentSettings
+from picobridge.contract import ChatRef
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.unit.telegram_memory import MemoryBridge
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from telegram.ext import ExtBot
 
-from adapters import telegram_progress
-from adapters.base import ChatRef, Outcome, ProgressEvent, ProgressKind
-from adapters.telegram_progress import ProgressDisplay, draft, visible
+from picobridge.adapters.telegram import progress as telegram_progress
+from picobridge.adapters.telegram.progress import ProgressDisplay, draft, visible
+from picobridge.contract import ChatRef, Outcome, ProgressEvent, ProgressKind
 from tests.fakes.fake_telegram import FakeTelegram, utf16_len
 
 CHAT = ChatRef("telegram", "42")

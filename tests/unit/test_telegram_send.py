@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from telegram.ext import ExtBot
 
-from adapters.base import ChatRef, DeliveryError, OutgoingReply, ReplyKind
-from adapters.telegram_send import EMPTY_REPLY, FileStep, Sender, TextStep, plan
+from picobridge.adapters.telegram.send import EMPTY_REPLY, FileStep, Sender, TextStep, plan
+from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 from tests.fakes.fake_telegram import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ async def test_the_daemon_does_not_log_ptbs_retry_after_deprecation() -> None:
     # Outside pytest's warning machinery, as in the daemon: a 429 from Telegram must not put
     # PTB's deprecation warning in the operator's log, and the wait is still read right.
     code = ("import warnings; warnings.simplefilter('default')\n"
-            "import adapters.telegram_errors as e\n"
+            "import picobridge.adapters.telegram.errors as e\n"
             "from telegram.error import RetryAfter\n"
             "print(e.retry_seconds(RetryAfter(7)))\n")
     proc = await asyncio.create_subprocess_exec(

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters import textsplit
-from adapters.textsplit import find_fences, iter_split_markdown, split_markdown
+from picobridge.adapters.common import textsplit
+from picobridge.adapters.common.textsplit import find_fences, iter_split_markdown, split_markdown
 
 _FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*")
 _CLOSING_FENCE = re.compile(r"\s*\n[ \t]*(`{3,}|~{3,})[ \t]*(?=\n|$)")

@@ -1,0 +1,1 @@
+"""What the platform adapters share: attachments, splitting, resumable sends, backoff."""

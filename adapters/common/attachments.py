@@ -1,0 +1,123 @@
+"""What happens to a file a user sends, the same on every platform.
+
+Small UTF-8 text files go to the agent inline; anything else is saved under
+state_dir/media/<platform>/ with a name the user cannot steer outside that folder, and the
+agent is told the absolute path. Files over the limits are refused with a clear reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import time
+import unicodedata
+from pathlib import Path
+
+from picobridge.config.settings import AttachmentSettings
+from picobridge.contract import Attachment
+
+log = logging.getLogger("picobridge.attachments")
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_TEXT_MIMES = ("application/json", "application/xml", "application/x-yaml", "application/yaml",
+               "application/toml", "application/javascript", "application/x-sh",
+               "application/sql", "application/csv")
+
+
+class AttachmentRefused(Exception):
+    """The file cannot be taken; the message is for the user."""
+
+
+def safe_name(name: str, fallback: str = "file") -> str:
+    """A file name with no directory parts, no leading dots, only portable characters."""
+    base = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    base = base.replace("\\", "/").rsplit("/", 1)[-1]
+    base = _UNSAFE.sub("_", base).strip("._-")[:120]
+    return base or fallback
+
+
+def _looks_textual(mime: str | None, name: str) -> bool:
+    if mime is None or mime == "application/octet-stream":
+        return True  # decide by content
+    return mime.startswith("text/") or mime in _TEXT_MIMES or name.endswith((".md", ".txt"))
+
+
+def _human(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB" if size >= 1024 * 1024 else f"{size // 1024} KB"
+
+
+class AttachmentPolicy:
+    def __init__(self, settings: AttachmentSettings, media_dir: Path) -> None:
+        self._settings = settings
+        self._media_dir = media_dir
+
+    @property
+    def max_bytes(self) -> int:
+        return self._settings.max_bytes
+
+    def check_size(self, name: str, size: int | None, platform_limit: int | None = None) -> None:
+        """Refuse before downloading when the size is known to be over a limit."""
+        if size is None:
+            return
+        limit = self._settings.max_bytes
+        if platform_limit is not None and platform_limit < limit:
+            limit = platform_limit
+        if size > limit:
+            raise AttachmentRefused(
+                f"The file {name!r} is {_human(size)}; I can take files up to {_human(limit)}.")
+
+    def accept(self, platform: str, name: str, data: bytes, mime: str | None) -> Attachment:
+        """Turn downloaded bytes into what the agent gets: inline text or a saved file."""
+        self.check_size(name, len(data))
+        if len(data) <= self._settings.inline_max_bytes and _looks_textual(mime, name) \
+                and b"\x00" not in data:
+            try:
+                return Attachment(name=safe_name(name), content=data.decode("utf-8"),
+                                  size=len(data), mime=mime)
+            except UnicodeDecodeError:
+                pass
+        path = self._save(platform, name, data)
+        return Attachment(name=safe_name(name), path=str(path), size=len(data),
+                          mime=mime or "application/octet-stream")
+
+    def _save(self, platform: str, name: str, data: bytes) -> Path:
+        folder = (self._media_dir / safe_name(platform)).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{safe_name(name)}"
+        for n in range(1000):
+            candidate = folder / (stem if n == 0 else f"{n}-{stem}")
+            try:
+                # O_EXCL: never overwrite, even if two files with one name arrive together.
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            return candidate
+        raise AttachmentRefused(f"Could not store {name!r}: too many files with that name.")
+
+    def cleanup(self, now: float | None = None) -> int:
+        """Delete saved media older than the retention period; returns how many went."""
+        cutoff = (time.time() if now is None else now) - self._settings.retention_days * 86400
+        removed = 0
+        if not self._media_dir.is_dir():
+            return 0
+        for path in self._media_dir.rglob("*"):
+            try:
+                if path.is_file() and path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+            except OSError as exc:
+                log.warning("cannot remove old media %s: %s", path, exc)
+        return removed
+
+    async def cleanup_forever(self, every: float = 3600.0) -> None:
+        """Run as a task by an adapter that saves media."""
+        while True:
+            removed = await asyncio.to_thread(self.cleanup)
+            if removed:
+                log.info("removed %d media files older than %d days", removed,
+                         self._settings.retention_days)
+            await asyncio.sleep(every)

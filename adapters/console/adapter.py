@@ -1,0 +1,145 @@
+"""The console as a chat platform, for `picobridge chat`: same bridge, store and agent,
+no platform tokens.
+
+With a pipe on stdin each line is one message and the next line is sent only once the previous
+one is answered, so a scripted conversation reads like a real one. At a terminal, lines are
+sent as typed (and coalesce while the agent works, as chats do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import threading
+import time
+from typing import IO, TYPE_CHECKING
+
+from picobridge.contract import (
+    Adapter,
+    BridgeLink,
+    ChatRef,
+    InboundMessage,
+    Outcome,
+    OutgoingReply,
+    ProgressEvent,
+    ProgressKind,
+    ReplyKind,
+    SubmitResult,
+)
+
+if TYPE_CHECKING:
+    from picobridge.config.settings import Settings
+
+CONSOLE_CHAT = ChatRef("console", "local")
+
+
+class ConsoleAdapter(Adapter):
+    platform = "console"
+
+    def __init__(self, stdin: IO[bytes], stdout: IO[str], stderr: IO[str], *,
+                 interactive: bool) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._stderr = stderr
+        self._interactive = interactive
+        self._user = _user_name()
+        self._run_id = f"{int(time.time() * 1000)}-{os.getpid()}"
+        self._answered: dict[str, asyncio.Future[None]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self.input_done = asyncio.Event()
+        self.reply_printed = asyncio.Event()
+        # Set by `picobridge chat` once the agent is up, so the first /status is truthful and
+        # a broken agent command is reported instead of waited on.
+        self.may_read = asyncio.Event()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Adapter | None:
+        return None  # never enabled by configuration; `picobridge chat` builds it
+
+    async def start(self, bridge: BridgeLink) -> None:
+        self._reader = asyncio.create_task(self._read(bridge), name="console-reader")
+
+    async def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+    async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
+        text = reply.text
+        if reply.kind is ReplyKind.UNSOLICITED and self._interactive:
+            text = f"(later) {text}"
+        self._stdout.write(text + "\n")
+        self._stdout.flush()
+        for message_id in reply.answers:
+            future = self._answered.pop(message_id, None)
+            if future is not None and not future.done():
+                future.set_result(None)
+        self.reply_printed.set()
+
+    async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
+        if self._interactive and event.kind is ProgressKind.STARTED:
+            self._stderr.write("… working\n")
+            self._stderr.flush()
+
+    async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
+        return None
+
+    async def _read(self, bridge: BridgeLink) -> None:
+        await self.may_read.wait()
+        lines = _lines_in_thread(self._stdin)
+        count = 0
+        try:
+            while True:
+                if self._interactive:
+                    self._stderr.write("> ")
+                    self._stderr.flush()
+                raw = await lines.get()
+                if raw is None:
+                    break
+                text = raw.decode("utf-8", "replace").rstrip("\r")
+                if not text.strip():
+                    continue
+                count += 1
+                message_id = f"{self._run_id}-{count}"
+                waiter = asyncio.get_running_loop().create_future()
+                self._answered[message_id] = waiter
+                result = await bridge.submit(InboundMessage(
+                    chat=CONSOLE_CHAT, sender_id=self._user, sender_name=self._user,
+                    text=text, platform_message_id=message_id))
+                if result is not SubmitResult.ACCEPTED and result is not SubmitResult.COMMAND:
+                    self._answered.pop(message_id, None)
+                elif not self._interactive:
+                    await waiter
+        finally:
+            self.input_done.set()
+
+
+def _lines_in_thread(stream: IO[bytes]) -> asyncio.Queue[bytes | None]:
+    """Read lines in a daemon thread: stdin may be a regular file, which asyncio cannot poll,
+    and a blocked terminal read must not keep the process alive at exit."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def pump() -> None:
+        try:
+            # Binary readline splits on b"\n" only, never on U+2028.
+            for line in iter(stream.readline, b""):
+                loop.call_soon_threadsafe(queue.put_nowait, line.rstrip(b"\n"))
+        except (OSError, ValueError):
+            pass
+        finally:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+    threading.Thread(target=pump, name="console-stdin", daemon=True).start()
+    return queue
+
+
+def _user_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "console"

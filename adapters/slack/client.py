@@ -1,0 +1,96 @@
+"""The Slack Web API client picobridge uses, and the start-up identity checks.
+
+Retries: slack-sdk's handlers retry connection errors, wait out 429 for as long as Slack's
+Retry-After says and retry 500/503 with backoff, twice each, before an error reaches the
+caller (and, for replies, the outbox's own retries). One aiohttp session is shared by all
+calls, so they reuse connections.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from picobridge.adapters.slack.events import Identity
+from picobridge.adapters.slack.send import AUTH_ERRORS, slack_error
+
+if TYPE_CHECKING:
+    from picobridge.config.settings import SlackSettings
+
+_RECENT = 10_000
+
+
+class SlackAuthError(Exception):
+    """Slack refused a token for good. The message names the setting, never its value."""
+
+
+class Recent:
+    """A bounded set of recently handled ids."""
+
+    def __init__(self, size: int = _RECENT) -> None:
+        self._items: OrderedDict[str, None] = OrderedDict()
+        self._size = size
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items
+
+    def add(self, item: str | None) -> None:
+        if item is None:
+            return
+        self._items[item] = None
+        self._items.move_to_end(item)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+
+def web_client(settings: SlackSettings, session: aiohttp.ClientSession) -> AsyncWebClient:
+    assert settings.bot_token is not None
+    base_url = settings.base_url if settings.base_url.endswith("/") else settings.base_url + "/"
+    return AsyncWebClient(
+        token=settings.bot_token.get_secret_value(), base_url=base_url, session=session,
+        timeout=30,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=2),
+            AsyncServerErrorRetryHandler(max_retry_count=2),
+        ],
+    )
+
+
+async def identify(client: AsyncWebClient) -> tuple[Identity, dict[str, Any]]:
+    try:
+        resp = await client.auth_test()
+    except SlackApiError as exc:
+        if slack_error(exc) in AUTH_ERRORS:
+            raise SlackAuthError(f"Slack refused the bot token ({slack_error(exc)}); "
+                                 "check slack.bot_token (xoxb-…)") from None
+        raise
+    data = dict(resp.data) if isinstance(resp.data, dict) else {}
+    return Identity(str(data["user_id"]), data.get("bot_id"), data.get("team_id")), data
+
+
+async def check_app_token(client: AsyncWebClient, app_token: str) -> None:
+    try:
+        await client.apps_connections_open(app_token=app_token)
+    except SlackApiError as exc:
+        if slack_error(exc) in AUTH_ERRORS:
+            raise SlackAuthError(
+                f"Slack refused the app-level token ({slack_error(exc)}); check slack.app_token "
+                "(xapp-…, with the connections:write scope)") from None
+        raise
+
+
+def as_response(client: AsyncWebClient, data: dict[str, Any]) -> Any:
+    """auth.test data as the response object bolt's authorization middleware caches."""
+    return AsyncSlackResponse(client=client, http_verb="POST", api_url="auth.test",
+                              req_args={}, data=data, headers={}, status_code=200)

@@ -1,0 +1,202 @@
+"""Delivering replies to Slack: rendering, splitting, long replies as files, and turning Slack's
+failures into the bridge's DeliveryError.
+
+Rate limits are first handled inside slack-sdk (its retry handlers wait out Retry-After and
+retry 5xx); only when they give up does a DeliveryError reach the outbox, which retries later.
+Because the outbox sends one reply per chat at a time, a retry never overtakes: the order of
+replies in a thread stays the order the agent produced them.
+
+A reply that takes several messages may fail half-way. Retrying it must not post the first
+half again, so the number of parts already posted is remembered per reply (in memory, and in
+the store's cursors when a retry is coming, to survive a restart).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from picobridge.adapters.slack.render import SLACK_LIMIT, render_slack
+from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
+
+log = logging.getLogger("picobridge.slack.send")
+
+# Errors that will not go away by retrying the same request.
+PERMANENT_ERRORS = frozenset({
+    "channel_not_found", "not_in_channel", "is_archived", "msg_too_long", "no_text",
+    "invalid_blocks", "invalid_blocks_format", "invalid_arguments", "restricted_action",
+    "restricted_action_read_only_channel", "restricted_action_thread_only_channel",
+    "restricted_action_non_threadable_channel", "cannot_reply_to_message", "thread_not_found",
+    "user_not_in_channel", "missing_scope", "team_access_not_granted", "too_many_attachments",
+    "duplicate_channel_not_found", "ekm_access_denied", "as_user_not_supported",
+    "message_limit_exceeded", "invalid_auth_for_channel",
+})
+# The token itself is dead: nothing will be delivered until the operator acts.
+AUTH_ERRORS = frozenset({
+    "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+    "no_permission", "org_login_required", "not_allowed_token_type",
+})
+
+LONG_REPLY_NOTE = "The full answer is long, so it is attached as a file."
+EMPTY_REPLY = "_(the agent sent an empty answer)_"
+
+
+class Cursors(Protocol):
+    async def get_cursor(self, name: str) -> str | None: ...
+
+    async def set_cursor(self, name: str, value: str) -> None: ...
+
+
+def slack_error(exc: SlackApiError) -> str:
+    error = exc.response.get("error") if exc.response is not None else None
+    return error if isinstance(error, str) else "unknown_error"
+
+
+def retry_after(exc: SlackApiError) -> float | None:
+    headers = getattr(exc.response, "headers", None) or {}
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list) else value
+            try:
+                return max(0.0, float(raw))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def delivery_error(exc: BaseException, on_auth_failure: Callable[[str], None]) -> DeliveryError:
+    """Map a slack-sdk or network exception to what the outbox should do with the reply."""
+    if isinstance(exc, SlackApiError):
+        error = slack_error(exc)
+        status = getattr(exc.response, "status_code", 200)
+        if status == 429 or error == "ratelimited":
+            return DeliveryError("rate limited by Slack", retry_after=retry_after(exc) or 1.0)
+        if status >= 500:
+            return DeliveryError(f"Slack server error {status} ({error})")
+        if error in AUTH_ERRORS:
+            on_auth_failure(error)
+            return DeliveryError(f"Slack refused the bot token ({error})")
+        if error in PERMANENT_ERRORS:
+            return DeliveryError(f"Slack refused the message: {error}", permanent=True)
+        return DeliveryError(f"Slack error: {error}")
+    if isinstance(exc, SlackRequestError):
+        return DeliveryError(f"Slack request failed: {exc.__class__.__name__}")
+    if isinstance(exc, aiohttp.ClientError | TimeoutError | OSError | SlackClientError):
+        return DeliveryError(f"network error talking to Slack: {exc.__class__.__name__}")
+    raise exc
+
+
+def reply_key(chat: ChatRef, reply: OutgoingReply) -> str:
+    digest = hashlib.sha256()
+    for part in (chat.key, reply.kind.value, reply.reply_to or "", ",".join(reply.answers),
+                 reply.text):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:32]
+
+
+@dataclass(slots=True)
+class StreamTarget:
+    """A message already on screen (a streamed answer) that the final reply should replace."""
+
+    ts: str
+
+
+class SlackSender:
+    def __init__(self, client: AsyncWebClient, cursors: Cursors, *, max_chunks: int,
+                 on_auth_failure: Callable[[str], None], limit: int = SLACK_LIMIT) -> None:
+        self._client = client
+        self._cursors = cursors
+        self._max_chunks = max_chunks
+        self._limit = limit
+        self._on_auth_failure = on_auth_failure
+        self._posted: dict[str, int] = {}
+
+    async def send(self, chat: ChatRef, reply: OutgoingReply,
+                   stream: StreamTarget | None = None) -> None:
+        try:
+            if reply.private_to is not None:
+                await self._ephemeral(chat, reply.private_to, reply.text)
+                return
+            await self._send_parts(chat, reply, stream)
+        except DeliveryError:
+            raise
+        except Exception as exc:
+            raise delivery_error(exc, self._on_auth_failure) from exc
+
+    async def _ephemeral(self, chat: ChatRef, user: str, text: str) -> None:
+        body = "\n".join(render_slack(text, self._limit)) or EMPTY_REPLY
+        try:
+            await self._client.chat_postEphemeral(channel=chat.chat_id, user=user, text=body,
+                                                  thread_ts=chat.thread_id)
+        except SlackApiError as exc:
+            if slack_error(exc) not in ("user_not_in_channel", "channel_not_found",
+                                        "not_in_channel"):
+                raise
+            # Ephemeral messages need the user in the channel; a plain reply still reaches them.
+            await self._post(chat, body)
+
+    async def _send_parts(self, chat: ChatRef, reply: OutgoingReply,
+                          stream: StreamTarget | None) -> None:
+        chunks = render_slack(reply.text, self._limit) or [EMPTY_REPLY]
+        as_file = len(chunks) > self._max_chunks
+        parts: list[Callable[[], Awaitable[Any]]]
+        if as_file:
+            parts = [lambda: self._upload(chat, reply.text, stream)]
+        else:
+            parts = [self._part(chat, text, stream if i == 0 else None)
+                     for i, text in enumerate(chunks)]
+        if len(parts) == 1:
+            await parts[0]()  # nothing to resume half way: no progress to keep
+        else:
+            await self._send_resumable(chat, reply, parts)
+        if reply.kind is ReplyKind.ANSWER and as_file:
+            log.info("long reply to %s sent as a file (%d characters)", chat.key,
+                     len(reply.text))
+
+    async def _send_resumable(self, chat: ChatRef, reply: OutgoingReply,
+                              parts: list[Callable[[], Awaitable[Any]]]) -> None:
+        """Post the parts of a split reply; a retry goes on after the last part that got
+        through, even after a restart, instead of posting the first ones again."""
+        key = reply_key(chat, reply)
+        done = self._posted.get(key)
+        if done is None:
+            saved = await self._cursors.get_cursor(f"slack.partial.{key}")
+            done = int(saved) if saved and saved.isdigit() else 0
+        for index in range(done, len(parts)):
+            try:
+                await parts[index]()
+            except Exception:
+                if index > 0:
+                    self._posted[key] = index
+                    await self._cursors.set_cursor(f"slack.partial.{key}", str(index))
+                raise
+        if self._posted.pop(key, None) is not None or done:
+            await self._cursors.set_cursor(f"slack.partial.{key}", "0")
+
+    def _part(self, chat: ChatRef, text: str,
+              stream: StreamTarget | None) -> Callable[[], Awaitable[Any]]:
+        if stream is not None:
+            return lambda: self._client.chat_update(channel=chat.chat_id, ts=stream.ts, text=text)
+        return lambda: self._post(chat, text)
+
+    async def _post(self, chat: ChatRef, text: str) -> None:
+        await self._client.chat_postMessage(channel=chat.chat_id, text=text,
+                                            thread_ts=chat.thread_id, unfurl_links=False,
+                                            unfurl_media=False)
+
+    async def _upload(self, chat: ChatRef, markdown: str, stream: StreamTarget | None) -> None:
+        if stream is not None:
+            await self._client.chat_update(channel=chat.chat_id, ts=stream.ts,
+                                           text=LONG_REPLY_NOTE)
+        await self._client.files_upload_v2(
+            channel=chat.chat_id, thread_ts=chat.thread_id, content=markdown.encode("utf-8"),
+            filename="reply.md", title="Reply",
+            initial_comment=None if stream is not None else LONG_REPLY_NOTE)

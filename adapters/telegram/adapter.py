@@ -1,0 +1,336 @@
+"""Telegram through python-telegram-bot 22, embedded in the daemon's event loop.
+
+The library is used as a Bot API client only (Bot.initialize/shutdown, no Application, no
+Updater): the updates loop is ours so that the offset confirms only what the store holds
+(telegram_poll), normalising and downloads are in telegram_normalise/telegram_intake,
+delivery in telegram_send and typing/streaming in telegram_progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from telegram import Bot, BotCommand, Update
+from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+from telegram.ext import AIORateLimiter, ExtBot
+from telegram.request import BaseRequest, HTTPXRequest
+
+from picobridge.adapters.common.attachments import AttachmentPolicy
+from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
+from picobridge.adapters.telegram.http import AiohttpRequest
+from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
+from picobridge.adapters.telegram.normalise import ALLOWED_UPDATES, PLATFORM, BotIdentity
+from picobridge.adapters.telegram.poll import Poller, WebhookReceiver
+from picobridge.adapters.telegram.progress import ProgressDisplay
+from picobridge.adapters.telegram.send import Sender
+from picobridge.contract import (
+    Adapter,
+    BridgeLink,
+    ChatRef,
+    DeliveryError,
+    Outcome,
+    OutgoingReply,
+    ProgressEvent,
+    ReplyKind,
+)
+
+if TYPE_CHECKING:
+    from picobridge.config.settings import Settings
+
+log = logging.getLogger("picobridge.telegram")
+
+# What the bot's command menu offers; the bridge implements them (bridge/commands.py).
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("new", "Start a fresh conversation"),
+    ("status", "Agent health, your place in the queue, your session"),
+    ("stop", "Drop your messages that are still waiting"),
+    ("help", "What this bot does and its commands"),
+)
+COMMAND_NAMES = (*(name for name, _ in COMMANDS), "start")
+READY_WAIT = 30.0
+REVOKED = ("Telegram refused the bot token (401 Unauthorized): it is wrong or was revoked. "
+           "Get the current token from @BotFather and set telegram.token.")
+
+
+def _quiet_library_logs() -> None:
+    # python-telegram-bot logs its API URLs, which contain the token, and every call's
+    # parameters (users' messages) at DEBUG; the bridge's own DEBUG lines are enough.
+    for name in ("telegram", "httpx", "httpcore"):
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() < logging.INFO or logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO if name == "telegram" else logging.WARNING)
+    # With max_retries=0 the limiter logs a traceback for every 429; the outbox logs it once.
+    logging.getLogger("telegram.ext.AIORateLimiter").setLevel(logging.CRITICAL)
+
+
+class TelegramAdapter(Adapter):
+    platform = PLATFORM
+
+    def __init__(self, settings: Settings) -> None:
+        cfg = settings.telegram
+        assert cfg.token is not None
+        self._cfg = cfg
+        self._token = cfg.token.get_secret_value()
+        self._policy = AttachmentPolicy(settings.attachments, settings.media_dir)
+        self._typing_cap = settings.agent.turn_timeout + 60
+        self._ready = asyncio.Event()
+        self._bridge: BridgeLink | None = None
+        self._bot: ExtBot[Any] | None = None
+        self._poll_request: BaseRequest | None = None
+        self._action_request: BaseRequest | None = None
+        self._pipeline: Pipeline | None = None
+        self._sender: Sender | None = None
+        self._progress: ProgressDisplay | None = None
+        self._poller: Poller | None = None
+        self._dispatcher = Dispatcher(self._handle)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._webhook_up = False
+        _quiet_library_logs()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TelegramAdapter | None:
+        return cls(settings) if settings.telegram.active else None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._token, "[token]")
+
+    def _request(self, pool_size: int, *, read: float = 20.0, write: float = 30.0,
+                 connect: float = 10.0, pool: float = 10.0,
+                 media_write: float | None = None) -> BaseRequest:
+        proxy = self._cfg.proxy_url
+        if proxy is None:
+            return AiohttpRequest(pool_size=pool_size, read_timeout=read, write_timeout=write,
+                                  connect_timeout=connect, pool_timeout=pool,
+                                  media_write_timeout=media_write)
+        return HTTPXRequest(connection_pool_size=pool_size, read_timeout=read,
+                            write_timeout=write, connect_timeout=connect, pool_timeout=pool,
+                            proxy=proxy, media_write_timeout=media_write or write)
+
+    def _make_bot(self) -> tuple[ExtBot[Any], BaseRequest]:
+        cfg = self._cfg
+        # Sends run concurrently for many chats; the long poll has a connection of its own
+        # (and a read timeout that PTB extends by the poll timeout).
+        request = self._request(32, media_write=120.0)
+        poll_request = self._request(2, read=10.0, write=10.0, pool=5.0)
+        limiter = AIORateLimiter(max_retries=0) if cfg.rate_limiter else None
+        bot: ExtBot[Any] = ExtBot(self._token, base_url=cfg.base_url,
+                                  base_file_url=cfg.base_file_url, request=request,
+                                  get_updates_request=poll_request, rate_limiter=limiter)
+        return bot, poll_request
+
+    async def start(self, bridge: BridgeLink) -> None:
+        self._bridge = bridge
+        try:
+            bot, self._poll_request = self._make_bot()
+            # Chat actions skip the rate limiter: renewing "typing" every 4 s would otherwise
+            # use up a group's 20 messages a minute and hold back the answers themselves.
+            self._action_request = self._request(8, read=10.0)
+        except (RuntimeError, ValueError) as exc:
+            # An unknown proxy scheme, or SOCKS without its optional support installed.
+            bridge.fatal(PLATFORM, f"cannot use telegram.proxy_url: {exc}")
+            return
+        self._bot = bot
+        action_bot = Bot(self._token, base_url=self._cfg.base_url,
+                         base_file_url=self._cfg.base_file_url, request=self._action_request,
+                         get_updates_request=self._action_request)
+        self._sender = Sender(bot, max_chunks=self._cfg.max_chunks, scrub=self._scrub,
+                              on_revoked=self._revoked)
+        self._progress = ProgressDisplay(bot, action_bot, stream=self._cfg.stream,
+                                         show_tools=self._cfg.show_tools,
+                                         typing_cap=self._typing_cap, scrub=self._scrub)
+        if self._cfg.mode == "webhook":
+            app = bridge.http_app()
+            if app is None:
+                bridge.fatal(PLATFORM, "telegram.mode = 'webhook' needs http.listen")
+                return
+            receiver = WebhookReceiver(self._dispatcher, self._webhook_secret(),
+                                       lambda: bot if self._ready.is_set() else None)
+            app.router.add_post(self._cfg.webhook_path, receiver.handle)
+        self._tasks = [
+            asyncio.create_task(self._run(bridge, bot), name="telegram-main"),
+            asyncio.create_task(self._policy.cleanup_forever(), name="telegram-media-cleanup"),
+        ]
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._dispatcher.close()
+        if self._progress is not None:
+            await self._progress.close()
+        if self._bot is not None:
+            bot, self._bot = self._bot, None
+            with contextlib.suppress(Exception):
+                await bot.shutdown()
+            # shutdown() skips requests of a bot whose initialize() never succeeded.
+            for request in (self._poll_request, self._action_request):
+                if request is not None:
+                    with contextlib.suppress(Exception):
+                        await request.shutdown()
+        self._ready.clear()
+        if self._bridge is not None:
+            self._bridge.connection_changed(PLATFORM, False)
+
+    async def _run(self, bridge: BridgeLink, bot: ExtBot[Any]) -> None:
+        identity = await self._connect(bridge, bot)
+        if identity is None:
+            return
+        assert self._sender is not None and self._poll_request is not None
+        self._pipeline = Pipeline(bot, bridge, self._policy, identity, self._sender.notice,
+                                  COMMAND_NAMES, self._scrub)
+        self._ready.set()
+        log.info("connected to Telegram as @%s (%s mode)", identity.username, self._cfg.mode)
+        commands = asyncio.create_task(self._register_commands(bot))
+        try:
+            if self._cfg.mode == "webhook":
+                await self._set_webhook(bridge, bot)
+                await asyncio.Event().wait()
+            else:
+                await self._drop_webhook(bot)
+                self._poller = Poller(
+                    bot, self._poll_request, self._dispatcher, bridge,
+                    poll_timeout=self._cfg.poll_timeout, stall_timeout=self._cfg.stall_timeout,
+                    fatal=lambda reason: bridge.fatal(PLATFORM, reason), scrub=self._scrub)
+                await self._poller.run()
+        finally:
+            commands.cancel()
+
+    async def _connect(self, bridge: BridgeLink, bot: ExtBot[Any]) -> BotIdentity | None:
+        delay = 1.0
+        while True:
+            try:
+                await bot.initialize()
+                me = bot.bot
+                return BotIdentity(me.id, me.username or "")
+            except InvalidToken:
+                # The library's message quotes the token: never show it.
+                bridge.fatal(PLATFORM, REVOKED)
+                return None
+            except RetryAfter as exc:
+                check_cancelled()
+                await asyncio.sleep(retry_seconds(exc))
+            except TelegramError as exc:
+                check_cancelled()
+                log.warning("cannot reach Telegram (%s); retrying in %.0fs",
+                            self._scrub(f"{exc.__class__.__name__}: {exc}"), delay)
+                await asyncio.sleep(delay)
+                delay = min(60.0, delay * 2)
+
+    async def _register_commands(self, bot: ExtBot[Any]) -> None:
+        # setMyCommands is rate limited hard; a daemon restarting in a loop must not call it.
+        try:
+            current = [(c.command, c.description) for c in await bot.get_my_commands()]
+            if current == list(COMMANDS):
+                log.debug("bot commands already registered")
+                return
+            await bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
+            log.info("bot commands registered")
+        except TelegramError as exc:
+            log.warning("could not register the bot's commands: %s", self._scrub(str(exc)))
+
+    async def _drop_webhook(self, bot: ExtBot[Any]) -> None:
+        # getUpdates is refused while a webhook is set (e.g. after switching modes).
+        try:
+            info = await bot.get_webhook_info()
+            if info.url:
+                log.warning("removing the bot's webhook to receive updates by polling")
+                await bot.delete_webhook(drop_pending_updates=False)
+        except TelegramError as exc:
+            log.warning("could not check the bot's webhook: %s", self._scrub(str(exc)))
+
+    def _webhook_secret(self) -> str:
+        if self._cfg.webhook_secret is not None:
+            return self._cfg.webhook_secret.get_secret_value()
+        # Telegram only sends the header when a secret is set; derive a stable one.
+        return hashlib.sha256(b"picobridge-webhook\0" + self._token.encode()).hexdigest()
+
+    async def _set_webhook(self, bridge: BridgeLink, bot: ExtBot[Any]) -> None:
+        delay = 1.0
+        while True:
+            try:
+                await bot.set_webhook(self._cfg.webhook_url or "",
+                                      secret_token=self._webhook_secret(),
+                                      allowed_updates=list(ALLOWED_UPDATES))
+                break
+            except BadRequest as exc:
+                bridge.fatal(PLATFORM, f"Telegram refused the webhook: {self._scrub(exc.message)}")
+                return
+            except TelegramError as exc:
+                check_cancelled()
+                log.warning("setting the webhook failed (%s); retrying in %.0fs",
+                            self._scrub(str(exc)), delay)
+                await asyncio.sleep(delay)
+                delay = min(60.0, delay * 2)
+        log.info("webhook set; updates arrive on %s", self._cfg.webhook_path)
+        self._webhook_up = True
+        bridge.connection_changed(PLATFORM, True)
+
+    def _revoked(self) -> None:
+        if self._bridge is not None:
+            self._bridge.fatal(PLATFORM, REVOKED)
+
+    async def _handle(self, updates: Sequence[Update]) -> None:
+        assert self._pipeline is not None
+        await self._pipeline.handle(updates)
+
+    # -- the adapter contract -----------------------------------------------------------------
+
+    async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
+        # The outbox may start sending what a previous run left before we are connected.
+        try:
+            async with asyncio.timeout(READY_WAIT):
+                await self._ready.wait()
+        except TimeoutError:
+            raise DeliveryError("not connected to Telegram yet") from None
+        assert self._sender is not None and self._progress is not None
+        draft = None
+        if reply.kind in (ReplyKind.ANSWER, ReplyKind.ERROR):
+            self._progress.stop_typing(chat)
+            draft = await self._progress.take_draft(chat)
+        await self._sender.send(chat, reply, edit=draft)
+
+    async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
+        if self._progress is not None and self._ready.is_set():
+            self._progress.event(chat, event)
+
+    async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
+        if self._progress is not None:
+            self._progress.clear(chat, outcome)
+
+    async def verify(self) -> str:
+        try:
+            bot, _ = self._make_bot()
+        except (RuntimeError, ValueError) as exc:
+            raise RuntimeError(f"cannot use telegram.proxy_url: {exc}") from None
+        try:
+            try:
+                await bot.initialize()
+            except InvalidToken:
+                raise RuntimeError("Telegram refused the bot token (401 Unauthorized)") from None
+            except TelegramError as exc:
+                raise RuntimeError(f"cannot reach Telegram: {self._scrub(str(exc))}") from None
+            me = bot.bot
+            text = f"bot @{me.username} ({me.first_name}), {self._cfg.mode} mode"
+            with contextlib.suppress(TelegramError):
+                hook = (await bot.get_webhook_info()).url
+                if self._cfg.mode == "polling" and hook:
+                    text += "; a webhook is set and will be removed on start"
+                elif self._cfg.mode == "webhook" and hook != self._cfg.webhook_url:
+                    text += "; the webhook will be set on start"
+            return text
+        finally:
+            with contextlib.suppress(Exception):
+                await bot.shutdown()
+
+    def connected(self) -> bool:
+        if self._cfg.mode == "webhook":
+            return self._webhook_up
+        return self._poller is not None and self._poller.connected

@@ -1,0 +1,278 @@
+"""What a chat sees while its turn runs: "typing…" renewed every 4 s, optionally the answer
+streamed into a message by throttled edits, optionally a short status of the tools in use.
+
+The router calls in inline while it reads the agent's output, so every method here returns at
+once; the Bot API calls run in tasks owned by `ProgressDisplay`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from telegram import Bot, ReplyParameters
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
+
+from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
+from picobridge.adapters.telegram.render import TelegramChunk, render_telegram, utf16_len
+from picobridge.adapters.telegram.send import LIMIT, Target, quote
+from picobridge.contract import ChatRef, Outcome, ProgressEvent, ProgressKind
+
+log = logging.getLogger("picobridge.telegram")
+
+# Telegram shows a chat action for 5 s or until the bot's next message.
+TYPING_EVERY = 4.0
+# An answer that comes this fast is its own progress signal; not sending "typing" for it
+# halves the Bot API calls of quick turns.
+TYPING_GRACE = 0.5
+# Telegram allows about one message a second per chat and twenty a minute per group.
+EDIT_INTERVAL_PRIVATE = 1.0
+EDIT_INTERVAL_GROUP = 3.0
+MAX_TOOLS_SHOWN = 3
+
+
+def visible(text: str, limit: int = LIMIT) -> str:
+    """`text` cut to fit one message (UTF-16 units), marked when cut."""
+    if utf16_len(text) <= limit:
+        return text
+    cut = text[: limit - 2]
+    while utf16_len(cut) > limit - 2:
+        cut = cut[:-1]
+    return cut + " …"
+
+
+def draft(markdown: str) -> TelegramChunk:
+    """Streamed Markdown so far, rendered like the answer will be, cut to one message."""
+    chunks = render_telegram(markdown, LIMIT - 2)
+    if not chunks:
+        return TelegramChunk("", ())
+    first = chunks[0]
+    return TelegramChunk(first.text + " …", first.entities) if len(chunks) > 1 else first
+
+
+def plain(text: str) -> TelegramChunk:
+    return TelegramChunk(visible(text), ())
+
+
+class LiveMessage:
+    """A message sent once and then edited to follow `set`, at most once per `interval`.
+    Rendering happens only when an edit is due, so a fast stream costs one render a second."""
+
+    def __init__(self, bot: Bot, target: Target, reply: ReplyParameters | None,
+                 interval: float, scrub: Callable[[str], str],
+                 render: Callable[[str], TelegramChunk] = plain) -> None:
+        self._bot = bot
+        self._target = target
+        self._reply = reply
+        self._interval = interval
+        self._scrub = scrub
+        self._render = render
+        self._wanted = ""
+        self._shown: TelegramChunk | None = None
+        self._wake = asyncio.Event()
+        self._closed = asyncio.Event()
+        self.message_id: int | None = None
+        self.task = asyncio.create_task(self._run(), name="telegram-live")
+
+    def set(self, text: str) -> None:
+        self._wanted = text
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop editing; a call in progress completes, so `message_id` is then final."""
+        self._closed.set()
+        self._wake.set()
+
+    async def finished(self, timeout: float = 10.0) -> int | None:
+        await asyncio.wait([self.task], timeout=timeout)
+        return self.message_id
+
+    async def _run(self) -> None:
+        while not self._closed.is_set():
+            await self._wake.wait()
+            self._wake.clear()
+            if self._closed.is_set():
+                continue
+            chunk = self._render(self._wanted)
+            if not chunk.text.strip() or chunk == self._shown:
+                continue
+            try:
+                await self._show(chunk)
+            except RetryAfter as exc:
+                await self._pause(retry_seconds(exc))
+                self._wake.set()
+                continue
+            except BadRequest as exc:
+                if chunk.entities and self._render is not plain:
+                    # Formatting refused: the rest of this draft goes as plain text.
+                    self._render = plain
+                    self._wake.set()
+                    continue
+                if "not modified" not in exc.message.lower():
+                    log.debug("live message stopped: %s", self._scrub(exc.message))
+                    return
+            except TelegramError as exc:
+                check_cancelled()
+                log.debug("live message update failed: %s", self._scrub(str(exc)))
+                await self._pause(self._interval)
+                self._wake.set()
+                continue
+            self._shown = chunk
+            await self._pause(self._interval)
+
+    async def _show(self, chunk: TelegramChunk) -> None:
+        entities = chunk.entities or None
+        if self.message_id is None:
+            sent = await self._bot.send_message(
+                self._target.chat_id, chunk.text, entities=entities,
+                message_thread_id=self._target.thread, reply_parameters=self._reply)
+            self.message_id = sent.message_id
+        else:
+            await self._bot.edit_message_text(
+                chunk.text, chat_id=self._target.chat_id, message_id=self.message_id,
+                entities=entities)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._closed.wait()
+
+    async def delete(self) -> None:
+        self.close()
+        message_id = await self.finished()
+        if message_id is None:
+            return
+        try:
+            await self._bot.delete_message(self._target.chat_id, message_id)
+        except TelegramError as exc:
+            log.debug("could not delete status message: %s", self._scrub(str(exc)))
+
+
+@dataclass(slots=True)
+class _Turn:
+    target: Target
+    private: bool
+    reply: ReplyParameters | None = None
+    typing: asyncio.Task[None] | None = None
+    text: list[str] = field(default_factory=list)
+    stream: LiveMessage | None = None
+    tools: list[str] = field(default_factory=list)
+    status: LiveMessage | None = None
+
+
+class ProgressDisplay:
+    def __init__(self, bot: Bot, action_bot: Bot, *, stream: bool, show_tools: bool,
+                 typing_cap: float, scrub: Callable[[str], str]) -> None:
+        self._bot = bot
+        self._action_bot = action_bot
+        self._stream = stream
+        self._show_tools = show_tools
+        self._typing_cap = typing_cap
+        self._scrub = scrub
+        self._turns: dict[str, _Turn] = {}
+        # Streamed drafts of finished turns, waiting to become the answer.
+        self._drafts: dict[str, LiveMessage] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    def event(self, chat: ChatRef, event: ProgressEvent) -> None:
+        turn = self._turns.get(chat.key)
+        if turn is None:
+            target = Target.of(chat)
+            turn = self._turns[chat.key] = _Turn(target, target.chat_id > 0)
+        if event.message_ids:
+            turn.reply = quote(event.message_ids[-1])
+        if turn.typing is None or turn.typing.done():
+            turn.typing = asyncio.create_task(self._typing(turn.target),
+                                              name=f"telegram-typing-{chat.key}")
+        if event.kind is ProgressKind.TEXT and self._stream and event.text:
+            turn.text.append(event.text)
+            if turn.stream is None:
+                turn.stream = self._live(turn, draft)
+            turn.stream.set("".join(turn.text))
+        elif event.kind is ProgressKind.TOOL_START and self._show_tools and event.tool:
+            turn.tools.append(event.tool)
+            if turn.status is None:
+                turn.status = self._live(turn)
+            shown = ", ".join(turn.tools[-MAX_TOOLS_SHOWN:])
+            turn.status.set(f"🔧 {shown}…")
+
+    def clear(self, chat: ChatRef, outcome: Outcome) -> None:
+        turn = self._turns.pop(chat.key, None)
+        if turn is None:
+            return
+        if turn.typing is not None:
+            turn.typing.cancel()
+        if turn.status is not None:
+            self._spawn(turn.status.delete())
+        if turn.stream is not None:
+            if outcome is Outcome.REQUEUED:
+                # The turn runs again from the start; this draft would only confuse.
+                self._spawn(turn.stream.delete())
+            else:
+                turn.stream.close()
+                old = self._drafts.pop(chat.key, None)
+                if old is not None:
+                    old.close()
+                self._drafts[chat.key] = turn.stream
+
+    def stop_typing(self, chat: ChatRef) -> None:
+        turn = self._turns.get(chat.key)
+        if turn is not None and turn.typing is not None:
+            turn.typing.cancel()
+
+    async def take_draft(self, chat: ChatRef) -> int | None:
+        """The streamed message of the chat's last turn, for the answer to replace."""
+        live = self._drafts.pop(chat.key, None)
+        return None if live is None else await live.finished()
+
+    async def close(self) -> None:
+        tasks = list(self._background)
+        for turn in self._turns.values():
+            for live in (turn.stream, turn.status):
+                if live is not None:
+                    live.close()
+                    tasks.append(live.task)
+            if turn.typing is not None:
+                tasks.append(turn.typing)
+        for live in self._drafts.values():
+            live.close()
+            tasks.append(live.task)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._turns.clear()
+        self._drafts.clear()
+
+    def _live(self, turn: _Turn, render: Callable[[str], TelegramChunk] = plain) -> LiveMessage:
+        interval = EDIT_INTERVAL_PRIVATE if turn.private else EDIT_INTERVAL_GROUP
+        return LiveMessage(self._bot, turn.target, turn.reply, interval, self._scrub, render)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _typing(self, target: Target) -> None:
+        loop = asyncio.get_running_loop()
+        # A turn the router forgot to clear must not type forever.
+        end = loop.time() + self._typing_cap
+        await asyncio.sleep(TYPING_GRACE)
+        while loop.time() < end:
+            try:
+                await self._action_bot.send_chat_action(
+                    target.chat_id, ChatAction.TYPING, message_thread_id=target.thread)
+            except RetryAfter as exc:
+                await asyncio.sleep(retry_seconds(exc))
+                continue
+            except (Forbidden, BadRequest) as exc:
+                log.debug("typing stopped in %d: %s", target.chat_id, self._scrub(exc.message))
+                return
+            except TelegramError as exc:
+                check_cancelled()
+                log.debug("typing failed in %d: %s", target.chat_id, self._scrub(str(exc)))
+            await asyncio.sleep(TYPING_EVERY)

@@ -1,0 +1,1 @@
+"""The agent side: protocol-neutral port, framing, child processes and protocol drivers."""

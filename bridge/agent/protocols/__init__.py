@@ -1,0 +1,1 @@
+"""Agent wire protocols, one driver module each."""

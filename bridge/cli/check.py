@@ -1,0 +1,93 @@
+"""`picobridge check`: is this installation usable? One line per part, exit 0 only when all
+parts are. Nothing printed here may contain a secret."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+from picobridge import exit_codes
+from picobridge.agent.protocols.picobot_json import PicobotCodec
+from picobridge.agent.worker import probe_agent
+from picobridge.config.settings import ConfigError, Settings, load_settings
+from picobridge.ops.logs import RedactingFormatter
+from picobridge.store.schema import available_migrations
+
+
+class _Report:
+    def __init__(self, secrets: list[str]) -> None:
+        self.failed = False
+        self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
+
+    def line(self, part: str, ok: bool | None, text: str) -> None:
+        mark = {True: "ok  ", False: "FAIL", None: "--  "}[ok]
+        self.failed |= ok is False
+        print(f"{mark} {part:<9} {self._scrub.redact(text)}")
+
+    def secrets(self, secrets: list[str]) -> None:
+        self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
+
+
+def _database(settings: Settings) -> tuple[bool, str]:
+    path = settings.db_path
+    latest = len(available_migrations())
+    if not path.exists():
+        parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
+        if os.access(parent, os.W_OK):
+            return True, f"{path} will be created on first start"
+        return False, f"{path} does not exist and {parent} is not writable"
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return True, f"{path} will be initialised on first start"
+        return False, f"cannot read {path}: {exc}"
+    except sqlite3.DatabaseError as exc:
+        return False, f"{path} is not a picobridge database: {exc}"
+    version = int(row[0])
+    if version > latest:
+        return False, (f"{path} is at schema {version}, newer than this picobridge ({latest}); "
+                       "upgrade picobridge")
+    if not os.access(path, os.W_OK):
+        return False, f"{path} is not writable"
+    pending = latest - version
+    return True, f"{path} schema {version}" + (f", {pending} migration(s) to apply on start"
+                                                if pending else "")
+
+
+async def run_check(config_path: Path | None) -> int:
+    report = _Report([])
+    try:
+        settings = load_settings(config_path)
+    except ConfigError as exc:
+        report.line("config", False, str(exc))
+        return exit_codes.FAILURE
+    report.secrets(settings.secrets())
+    report.line("config", True, str(config_path or "defaults and environment"))
+    ok, text = _database(settings)
+    report.line("database", ok, text)
+    try:
+        report.line("agent", True, await probe_agent(settings.agent, PicobotCodec()))
+    except RuntimeError as exc:
+        report.line("agent", False, str(exc))
+
+    from picobridge.adapters.registry import PLATFORMS, adapter_class, enabled_platforms
+
+    enabled = enabled_platforms(settings)
+    for name in PLATFORMS:
+        if name not in enabled:
+            report.line(name, None, "disabled")
+            continue
+        try:
+            adapter = adapter_class(name).from_settings(settings)
+            assert adapter is not None
+            report.line(name, True, await adapter.verify())
+        except Exception as exc:  # any failure here is a finding, not a crash
+            report.line(name, False, f"{exc.__class__.__name__}: {exc}")
+    if not enabled:
+        report.line("platforms", False, "none enabled: set telegram.token or slack.bot_token")
+    sys.stdout.flush()
+    return exit_codes.FAILURE if report.failed else exit_codes.OK

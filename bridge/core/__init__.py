@@ -1,0 +1,1 @@
+"""The core: intake, access, commands, router and outbox. Names no platform."""

@@ -1,0 +1,150 @@
+"""The bridge side of the adapter contract (`BridgeLink`): where platform messages come in.
+
+`submit` returns only after the message is committed, so an adapter can then acknowledge it
+to its platform (Telegram offset, Slack ack) knowing a crash cannot lose it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from picobridge.contract import ChatRef, InboundMessage, ReplyKind, SubmitResult
+from picobridge.core.access import AccessPolicy, denial_text
+from picobridge.core.commands import Commands, parse_command
+from picobridge.core.outbox import Outbox
+from picobridge.core.router import Router
+from picobridge.store import Store
+
+log = logging.getLogger("picobridge.intake")
+
+AGENT_DOWN_TEXT = ("⏳ The agent is not available right now. Your message is saved and will be "
+                   "answered as soon as it is back.")
+MAX_TOLD = 100_000  # chats remembered as told during one outage
+
+
+class Intake:
+    def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
+                 commands: Commands, app: web.Application | None = None, *,
+                 agent_down_since: Callable[[], float | None] = lambda: None,
+                 tell_after: float = float("inf")) -> None:
+        """`agent_down_since` gives the monotonic time since which no agent has been ready
+        (None while one is); a message arriving after `tell_after` seconds of that gets a
+        notice, once per chat and outage, so its sender knows it waits."""
+        self._app = app
+        self._agent_down_since = agent_down_since
+        self._tell_after = tell_after
+        self._outage: float | None = None
+        self._told: set[str] = set()
+        self._store = store
+        self._router = router
+        self._outbox = outbox
+        self._access = access
+        self._commands = commands
+        self.connections: dict[str, bool] = {}
+        # Since when each platform has been disconnected (monotonic); absent while connected.
+        self.disconnected_since: dict[str, float] = {}
+        self.connections_changed = asyncio.Event()
+        self.fatal_error: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.received: dict[str, int] = {}
+        self.duplicates: dict[str, int] = {}
+        self.denied: dict[str, int] = {}
+
+    async def submit(self, message: InboundMessage) -> SubmitResult:
+        chat, platform = message.chat, message.chat.platform
+        if not await self._access.allowed(platform, message.sender_id):
+            self.denied[platform] = self.denied.get(platform, 0) + 1
+            log.info("message from unknown user refused platform=%s user=%s chat=%s", platform,
+                     message.sender_id, chat.key)
+            if await self._access.should_tell(platform, message.sender_id):
+                self._outbox.deliver(await self._store.add_reply(
+                    chat, ReplyKind.NOTICE, denial_text(platform, message.sender_id),
+                    reply_to=message.reply_to, private_to=message.sender_id))
+            return SubmitResult.DENIED
+        command = parse_command(message.text) if not message.attachments else None
+        if command is not None:
+            return await self._command(command, message)
+        stored = await self._store.record_inbound(message)
+        if stored is None:
+            self.duplicates[platform] = self.duplicates.get(platform, 0) + 1
+            log.info("duplicate ignored platform=%s id=%s", platform, message.platform_message_id)
+            return SubmitResult.DUPLICATE
+        self.received[platform] = self.received.get(platform, 0) + 1
+        log.debug("received platform=%s chat=%s id=%s session=%s", platform, chat.key,
+                  message.platform_message_id, stored.session_id)
+        self._router.enqueue(stored)
+        await self._tell_if_agent_down(message)
+        return SubmitResult.ACCEPTED
+
+    async def _tell_if_agent_down(self, message: InboundMessage) -> None:
+        since = self._agent_down_since()
+        if since is None or time.monotonic() - since < self._tell_after:
+            return
+        if since != self._outage or len(self._told) >= MAX_TOLD:
+            self._outage = since
+            self._told.clear()
+        chat = message.chat
+        if chat.key in self._told:
+            return
+        self._told.add(chat.key)
+        log.warning("agent down for %.0fs: telling chat=%s its message waits",
+                    time.monotonic() - since, chat.key)
+        try:
+            self._outbox.deliver(await self._store.add_reply(
+                chat, ReplyKind.NOTICE, AGENT_DOWN_TEXT, reply_to=message.reply_to))
+        except Exception:
+            # The message itself is stored: the platform must hear that it arrived.
+            log.exception("could not store the agent-down notice chat=%s", chat.key)
+
+    async def _command(self, name: str, message: InboundMessage) -> SubmitResult:
+        platform = message.chat.platform
+        if await self._store.seen(platform, message.platform_message_id):
+            self.duplicates[platform] = self.duplicates.get(platform, 0) + 1
+            return SubmitResult.DUPLICATE
+        reply = await self._commands.run(name, message.chat)
+        stored = await self._store.record_command(message, reply)
+        if stored is not None:
+            self._outbox.deliver(stored)
+        log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
+        return SubmitResult.COMMAND
+
+    async def is_allowed(self, platform: str, user_id: str) -> bool:
+        return await self._access.allowed(platform, user_id)
+
+    async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
+        updated = await self._store.update_text(platform, platform_message_id, text)
+        if updated is None:
+            return False
+        self._router.replace_queued(updated)
+        return True
+
+    async def knows_chat(self, chat: ChatRef) -> bool:
+        return await self._store.has_chat(chat)
+
+    async def get_cursor(self, name: str) -> str | None:
+        return await self._store.get_cursor(name)
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        await self._store.set_cursor(name, value)
+
+    def connection_changed(self, platform: str, connected: bool) -> None:
+        if self.connections.get(platform) != connected:
+            log.info("platform %s %s", platform, "connected" if connected else "disconnected")
+        self.connections[platform] = connected
+        if connected:
+            self.disconnected_since.pop(platform, None)
+        else:
+            self.disconnected_since.setdefault(platform, time.monotonic())
+        self.connections_changed.set()
+
+    def http_app(self) -> web.Application | None:
+        return self._app
+
+    def fatal(self, platform: str, reason: str) -> None:
+        log.critical("platform %s failed for good: %s", platform, reason)
+        if not self.fatal_error.done():
+            self.fatal_error.set_result(f"{platform}: {reason}")

@@ -1,0 +1,161 @@
+"""Delivery of stored replies to the platforms, in order per chat, until they are accepted.
+
+Every reply is committed before delivery starts, so a crash only ever means "send again".
+One delivery task per chat with pending replies: a chat stuck behind a platform's 429 does
+not hold up the others, and within a chat the order is the order the replies were stored.
+
+Whoever commits a reply hands it over (`deliver`) as the store returned it: the outbox reads
+the store only at start, for what an earlier run left undelivered, never once per reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+
+from picobridge.contract import Adapter, DeliveryError, OutgoingReply
+from picobridge.store import Store, StoredReply
+
+log = logging.getLogger("picobridge.outbox")
+
+RETRY_FIRST = 1.0
+RETRY_CAP = 60.0
+RELOAD_AFTER = 5.0
+
+
+class Outbox:
+    def __init__(self, store: Store, adapters: Mapping[str, Adapter]) -> None:
+        self._store = store
+        self._adapters = adapters
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        # Replies waiting for their chat's delivery task, by outbox id (the store's order).
+        self._queued: dict[str, dict[int, StoredReply]] = {}
+        # Ids a running delivery task has taken on: handed over again (read from the store
+        # while still pending), they are not sent twice.
+        self._taken: dict[str, set[int]] = {}
+        self._reloads: set[asyncio.Task[None]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stopping = False
+        # Running totals per platform, read by metrics.
+        self.sent: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
+        self.rate_limited: dict[str, int] = {}
+
+    async def start(self) -> None:
+        for reply in await self._store.pending_replies():
+            self.deliver(reply)
+
+    def deliver(self, reply: StoredReply) -> None:
+        """Send a committed reply to its chat after the ones stored before it."""
+        if self._stopping:
+            return  # stays pending in the store; the next run sends it
+        chat_key = reply.chat.key
+        if reply.id in self._taken.get(chat_key, ()):
+            return
+        self._queued.setdefault(chat_key, {})[reply.id] = reply
+        if chat_key not in self._tasks:
+            self._idle.clear()
+            self._tasks[chat_key] = asyncio.create_task(self._drain(chat_key),
+                                                        name=f"outbox-{chat_key}")
+
+    @property
+    def busy_chats(self) -> int:
+        return len(self._tasks)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def stop(self, grace: float) -> None:
+        """Finish what can be sent within `grace` seconds; the rest stays stored for next run."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace)
+        self._stopping = True
+        tasks = [*self._tasks.values(), *self._reloads]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _drain(self, chat_key: str) -> None:
+        taken = self._taken.setdefault(chat_key, set())
+        failed = False
+        try:
+            while queued := self._queued.pop(chat_key, None):
+                for outbox_id in sorted(queued):
+                    taken.add(outbox_id)
+                    if not await self._deliver(queued[outbox_id]):
+                        return  # the rest stays pending in the store for the next run
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The store failed under us (marking a reply sent, say): what this task held is
+            # still pending there; read it back after a pause rather than wait for a restart.
+            log.exception("delivery task failed chat=%s; reading its replies again in %.0fs",
+                          chat_key, RELOAD_AFTER)
+            failed = True
+        finally:
+            self._tasks.pop(chat_key, None)
+            self._queued.pop(chat_key, None)
+            self._taken.pop(chat_key, None)
+            if failed and not self._stopping:
+                self._reload_later(chat_key)
+            if not self._tasks:
+                self._idle.set()
+
+    def _reload_later(self, chat_key: str) -> None:
+        async def reload() -> None:
+            await asyncio.sleep(RELOAD_AFTER)
+            try:
+                pending = await self._store.pending_replies(chat_key)
+            except Exception:
+                log.exception("reading replies for chat=%s failed; trying again", chat_key)
+                self._reload_later(chat_key)
+                return
+            for reply in pending:
+                self.deliver(reply)
+
+        task = asyncio.create_task(reload(), name=f"outbox-reload-{chat_key}")
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+
+    async def _deliver(self, reply: StoredReply) -> bool:
+        """Send one reply, retrying transient failures; False when the chat cannot be served."""
+        adapter = self._adapters.get(reply.chat.platform)
+        if adapter is None:
+            log.warning("reply %d for %s kept: platform %s is not enabled", reply.id,
+                        reply.chat.key, reply.chat.platform)
+            return False
+        outgoing = OutgoingReply(reply.text, reply.kind, reply.reply_to, reply.answers,
+                                 reply.private_to)
+        delay = RETRY_FIRST
+        while True:
+            try:
+                try:
+                    await adapter.send_reply(reply.chat, outgoing)
+                except DeliveryError:
+                    raise
+                except Exception as exc:
+                    # An adapter bug or an unforeseen library error: keep the reply, retry.
+                    log.exception("adapter %s raised while sending", reply.chat.platform)
+                    raise DeliveryError(exc.__class__.__name__) from exc
+            except DeliveryError as exc:
+                await self._store.mark_send_failed(reply.id, str(exc), permanent=exc.permanent)
+                platform = reply.chat.platform
+                if exc.permanent:
+                    self.failed[platform] = self.failed.get(platform, 0) + 1
+                    log.error("reply %d to %s failed permanently: %s", reply.id, reply.chat.key,
+                              exc)
+                    return True
+                if exc.retry_after is not None:
+                    self.rate_limited[platform] = self.rate_limited.get(platform, 0) + 1
+                wait = exc.retry_after if exc.retry_after is not None else delay
+                log.warning("reply %d to %s not delivered (%s); retry in %.1fs", reply.id,
+                            reply.chat.key, exc, wait)
+                await asyncio.sleep(wait)
+                delay = min(RETRY_CAP, delay * 2)
+                continue
+            await self._store.mark_sent(reply.id)
+            self.sent[reply.chat.platform] = self.sent.get(reply.chat.platform, 0) + 1
+            return True

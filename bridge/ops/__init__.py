@@ -1,0 +1,1 @@
+"""What the service manager and operators see: health, metrics, sdnotify, logs."""
