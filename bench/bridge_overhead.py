@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from picobridge.agent.framing import decode_record, encode_record, read_lines  # noqa: E402
 from picobridge.cli import wiring as daemon  # noqa: E402
-from picobridge.config.settings import AgentSettings, BridgeSettings, Settings  # noqa: E402
+from picobridge.config.sections import AgentSettings, BridgeSettings  # noqa: E402
+from picobridge.config.settings import Settings  # noqa: E402
 from picobridge.contract import (  # noqa: E402
     Adapter,
     BridgeLink,
@@ -105,7 +106,7 @@ def settings_for(tmp: Path, coalesce: bool) -> Settings:
     )
 
 
-Body = Callable[[daemon.Bridge, "BenchAdapter"], Awaitable[None]]
+Body = Callable[[daemon.Daemon, "BenchAdapter"], Awaitable[None]]
 
 
 async def with_bridge(tmp: Path, coalesce: bool, body: Body) -> None:
@@ -114,7 +115,7 @@ async def with_bridge(tmp: Path, coalesce: bool, body: Body) -> None:
     adapter = BenchAdapter()
     bridge = await daemon.assemble(settings, store, [adapter])
     await daemon.start(bridge)
-    await bridge.agent.first_ready.wait()
+    await bridge.pool.workers[0].first_ready.wait()
     try:
         await body(bridge, adapter)
     finally:
@@ -132,7 +133,7 @@ def message(chat: str, n: int) -> InboundMessage:
 async def bridged_latencies(tmp: Path, samples: int) -> list[float]:
     out: list[float] = []
 
-    async def body(bridge: daemon.Bridge, adapter: BenchAdapter) -> None:
+    async def body(bridge: daemon.Daemon, adapter: BenchAdapter) -> None:
         for i in range(samples):
             msg = message("lat", i)
             started = time.perf_counter()
@@ -149,7 +150,7 @@ async def bridged_latencies(tmp: Path, samples: int) -> list[float]:
 async def throughput(tmp: Path, messages: int, chats: int) -> float:
     elapsed = 0.0
 
-    async def body(bridge: daemon.Bridge, adapter: BenchAdapter) -> None:
+    async def body(bridge: daemon.Daemon, adapter: BenchAdapter) -> None:
         nonlocal elapsed
         started = time.perf_counter()
         for i in range(messages):

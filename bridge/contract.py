@@ -133,6 +133,7 @@ class ProgressKind(enum.StrEnum):
     REASONING = "reasoning"
     TOOL_START = "tool_start"
     TOOL_DONE = "tool_done"
+    STATUS = "status"  # a line about the agent's state (retrying, compacting its memory)
 
 
 @dataclass(frozen=True, slots=True)

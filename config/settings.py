@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -31,6 +30,15 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
+)
+
+from picobridge.config.sections import (
+    AgentSettings,
+    AttachmentSettings,
+    BridgeSettings,
+    HttpSettings,
+    LogSettings,
+    _Section,
 )
 
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
@@ -61,35 +69,6 @@ def _reject_placeholder(value: SecretStr | None, info_name: str) -> SecretStr | 
         if not value.get_secret_value().strip():
             return None
     return value
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AgentSettings(_Section):
-    command: list[str] = Field(default_factory=lambda: ["picobot", "agent", "--json"], min_length=1)
-    protocol: Literal["picobot-json"] = "picobot-json"
-    workdir: Path | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    ready_timeout: PositiveFloat = 30.0
-    ping_interval: PositiveFloat = 15.0
-    ping_timeout: PositiveFloat = 10.0
-    turn_timeout: PositiveFloat = 600.0
-    shutdown_timeout: PositiveFloat = 10.0
-    max_in_flight: PositiveInt = 1
-    restart_budget: PositiveFloat = 300.0
-
-
-class BridgeSettings(_Section):
-    coalesce: bool = True
-    max_attempts: PositiveInt = 3
-
-
-class AttachmentSettings(_Section):
-    inline_max_bytes: PositiveInt = 256 * 1024
-    max_bytes: PositiveInt = 20 * 1024 * 1024
-    retention_days: PositiveInt = 30
 
 
 class TelegramSettings(_Section):
@@ -166,24 +145,6 @@ class SlackSettings(_Section):
         if self.mode == "http" and self.signing_secret is None:
             raise ValueError("slack.mode = 'http' needs slack.signing_secret")
         return self
-
-
-class HttpSettings(_Section):
-    listen: str | None = None
-
-    @field_validator("listen")
-    @classmethod
-    def _host_port(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        host, sep, port = v.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError("http.listen must be host:port, e.g. 127.0.0.1:8787")
-        return v
-
-
-class LogSettings(_Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
 class Settings(BaseSettings):

@@ -15,7 +15,7 @@ import time
 import unicodedata
 from pathlib import Path
 
-from picobridge.config.settings import AttachmentSettings
+from picobridge.config.sections import AttachmentSettings
 from picobridge.contract import Attachment
 
 log = logging.getLogger("picobridge.attachments")

@@ -89,13 +89,20 @@ async def read_lines(source: ByteSource, max_line: int = MAX_LINE_BYTES) -> Asyn
 
 
 def decode_record(line: bytes) -> dict[str, Any] | None:
-    """A JSON object from one line, or None (logged) for blank, junk or non-object lines."""
+    """A JSON object from one line, or None (logged) for blank, junk or non-object lines.
+
+    Invalid UTF-8 becomes U+FFFD rather than costing the whole record (an answer with one bad
+    byte is still an answer). Nesting deep enough to exhaust the parser's recursion is junk.
+    """
     if not line.strip():
         return None
     try:
-        record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+        record = json.loads(line.decode("utf-8", "replace"))
+    except ValueError:
         log.warning("agent printed a line that is not JSON, skipped: %r", line[:200])
+        return None
+    except RecursionError:
+        log.warning("agent printed JSON nested too deeply, skipped (%d bytes)", len(line))
         return None
     if not isinstance(record, dict):
         log.warning("agent printed JSON that is not an object, skipped: %r", line[:200])

@@ -1,15 +1,18 @@
-"""The bridge's view of an agent, independent of its wire protocol.
+"""The bridge's view of the agent side, independent of the wire protocol and of how many
+processes serve it.
 
-The router speaks only in these terms: it sends `AgentRequest`s and receives `AgentEvent`s
-through an `AgentListener`. A protocol (picobot's JSON channel today, prime-agent's RPC later)
-is an `AgentCodec` that maps them to and from wire records.
+The router sends `AgentRequest`s to workers it gets from an `AgentPool` and hears back through
+an `AgentListener`: every event is stamped with its session by the protocol driver (which
+knows the turn it sent) and every callback names the worker it comes from, so the router never
+has to guess where a record belongs.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from picobridge.contract import Attachment
 
@@ -25,6 +28,8 @@ class AgentRequest:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
+    """The agent's answer. `session` None: the agent named no session (logged, dropped)."""
+
     session: str | None
     text: str
 
@@ -32,7 +37,7 @@ class Reply:
 @dataclass(frozen=True, slots=True)
 class Progress:
     session: str | None
-    kind: str  # "text", "reasoning", "tool_start", "tool_done", or a protocol's own name
+    kind: str  # "text", "reasoning", "tool_start", "tool_done", "status"
     text: str = ""
     tool: str = ""
 
@@ -44,56 +49,98 @@ class Failure:
     code: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Ready:
-    pass
+AgentEvent = Reply | Progress | Failure
 
 
-@dataclass(frozen=True, slots=True)
-class Pong:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    record: dict[str, Any] = field(default_factory=dict)
-
-
-AgentEvent = Reply | Progress | Failure | Ready | Pong | Unknown
-
-
-class AgentState(enum.StrEnum):
+class WorkerState(enum.StrEnum):
     STARTING = "starting"
     READY = "ready"
     RESTARTING = "restarting"  # waiting out the backoff before the next start
     STOPPED = "stopped"
 
 
-class AgentCodec(Protocol):
-    """A wire protocol: how requests become records and records become events."""
+class AgentUnavailable(Exception):
+    """The worker is not ready to take a turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker as operations and /status see it."""
 
     name: str
+    state: WorkerState
+    pid: int | None
+    restarts: int
+    last_error: str | None
+    last_pong: float | None  # wall clock of the last answered health probe
+    down_since: float | None  # monotonic; None while ready
+    turns: int  # turns finished on it since the daemon started
 
-    def message(self, request: AgentRequest) -> dict[str, Any]: ...
 
-    def ping(self) -> dict[str, Any]: ...
+class Worker(Protocol):
+    """What the router may do with one agent worker."""
 
-    def shutdown(self) -> dict[str, Any]: ...
+    @property
+    def name(self) -> str: ...
 
-    def decode(self, record: dict[str, Any]) -> AgentEvent: ...
+    @property
+    def ready(self) -> bool: ...
+
+    async def send(self, request: AgentRequest) -> None:
+        """Hand a turn to the agent; raises AgentUnavailable when it cannot take it."""
+        ...
+
+    def restart(self, reason: str) -> None:
+        """Kill the process; the worker starts a new one after its backoff."""
+        ...
+
+    def cancel_turn(self, session: str, reason: str) -> None:
+        """Stop a turn that must not go on (timeout, /stop): abort it where the protocol can,
+        else restart the process."""
+        ...
 
 
 class AgentListener(Protocol):
-    """What the agent supervisor reports to the router."""
+    """What workers report to the router."""
 
-    async def agent_ready(self) -> None: ...
+    async def worker_ready(self, worker: Worker) -> None: ...
 
-    async def agent_lost(self, reason: str) -> None:
-        """The agent exited or was restarted: every turn in flight is gone."""
+    async def worker_lost(self, worker: Worker, reason: str) -> None:
+        """The worker's process exited or was restarted: its turns in flight are gone."""
         ...
 
-    async def agent_event(self, event: Reply | Progress | Failure) -> None: ...
+    async def agent_event(self, worker: Worker, event: AgentEvent) -> None: ...
 
-    def turn_running(self) -> bool:
-        """Whether a turn is in flight (missed pongs are tolerated then; turn_timeout rules)."""
+    def turn_running(self, worker: Worker) -> bool:
+        """Whether a turn runs on this worker (the health probe is judged leniently then)."""
         ...
+
+
+class AgentPool(Protocol):
+    """The workers, and which one serves a session."""
+
+    def start(self, listener: AgentListener) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def place(self, session: str, busy: Mapping[str, int]) -> Worker | None:
+        """The worker that should run this session's next turn now, or None to wait.
+
+        `busy` is the number of turns in flight per worker name (the router keeps them).
+        """
+        ...
+
+    @property
+    def workers(self) -> Sequence[Worker]: ...
+
+
+class PoolStatus(Protocol):
+    """What the core shows of the agent side (/status, notices while it is down)."""
+
+    def infos(self) -> list[WorkerInfo]: ...
+
+    def down_since(self) -> float | None:
+        """Monotonic time since which no worker has been ready; None while one is."""
+        ...
+
+    def assigned_worker(self, session: str) -> str | None: ...

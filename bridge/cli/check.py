@@ -3,14 +3,15 @@ parts are. Nothing printed here may contain a secret."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import sys
 from pathlib import Path
 
 from picobridge import exit_codes
-from picobridge.agent.protocols.picobot_json import PicobotCodec
-from picobridge.agent.worker import probe_agent
+from picobridge.agent.probe import probe_agent
+from picobridge.agent.protocols import driver_class
 from picobridge.config.settings import ConfigError, Settings, load_settings
 from picobridge.ops.logs import RedactingFormatter
 from picobridge.store.schema import available_migrations
@@ -58,6 +59,27 @@ def _database(settings: Settings) -> tuple[bool, str]:
                                                 if pending else "")
 
 
+async def _agents(report: _Report, settings: Settings) -> None:
+    """Start every worker's command once (concurrently: each may take ready_timeout)."""
+    agent = settings.agent
+    driver = driver_class(agent.protocol)
+    if agent.workers:
+        commands = [(w.name or f"w{i}", w.command) for i, w in enumerate(agent.workers, 1)]
+    else:
+        commands = [("agent", agent.command)]
+    results = await asyncio.gather(
+        *(probe_agent(command, agent, driver, settings.state_dir, name)
+          for name, command in commands), return_exceptions=True)
+    for (name, _), result in zip(commands, results, strict=True):
+        label = "agent" if len(commands) == 1 else f"agent {name}"
+        if isinstance(result, str):
+            report.line(label, True, result)
+        elif isinstance(result, RuntimeError):
+            report.line(label, False, str(result))
+        else:
+            report.line(label, False, f"{result.__class__.__name__}: {result}")
+
+
 async def run_check(config_path: Path | None) -> int:
     report = _Report([])
     try:
@@ -69,10 +91,7 @@ async def run_check(config_path: Path | None) -> int:
     report.line("config", True, str(config_path or "defaults and environment"))
     ok, text = _database(settings)
     report.line("database", ok, text)
-    try:
-        report.line("agent", True, await probe_agent(settings.agent, PicobotCodec()))
-    except RuntimeError as exc:
-        report.line("agent", False, str(exc))
+    await _agents(report, settings)
 
     from picobridge.adapters.registry import PLATFORMS, adapter_class, enabled_platforms
 

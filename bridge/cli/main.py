@@ -11,10 +11,13 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from picobridge import __version__, exit_codes
 from picobridge.config.settings import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from picobridge.agent.pool import WorkerPool
 from picobridge.ops.logs import setup_logging
 from picobridge.store import Store, StoreError
 from picobridge.store.schema import SchemaError
@@ -147,11 +150,11 @@ async def _chat(settings: Settings) -> int:
                              interactive=sys.stdin.isatty())
     store = await _open_store(settings)
 
-    async def finished(bridge: daemon.Bridge) -> None:
-        await _agent_up(bridge)
+    async def finished(assembled: daemon.Daemon) -> None:
+        await _agent_up(assembled.pool)
         console.may_read.set()
         await console.input_done.wait()
-        await daemon.wait_until_settled(bridge, CONSOLE_CHAT.key, console.reply_printed)
+        await daemon.wait_until_settled(assembled, CONSOLE_CHAT.key, console.reply_printed)
 
     try:
         return await daemon.run(settings, store, [console], finished=finished)
@@ -159,15 +162,17 @@ async def _chat(settings: Settings) -> int:
         await store.close()
 
 
-async def _agent_up(bridge: Any) -> None:
-    """Wait for the agent's first ready; give up after a few failed starts in a row."""
-    agent = bridge.agent
-    while not agent.first_ready.is_set():
-        if agent.start_failures >= 3 or (agent.last_error or "").startswith("agent command"):
-            raise CliError(f"the agent cannot start: {agent.last_error}", exit_codes.AGENT)
+async def _agent_up(pool: WorkerPool) -> None:
+    """Wait for some worker's first ready; give up when every worker failed a few starts in
+    a row (or its command does not exist)."""
+    while not pool.first_ready:
+        hopeless = [w for w in pool.workers if w.start_failures >= 3
+                    or (w.last_error or "").startswith("agent command")]
+        if len(hopeless) == len(pool.workers):
+            raise CliError(f"the agent cannot start: {hopeless[0].last_error}", exit_codes.AGENT)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.2):
-                await agent.first_ready.wait()
+                await pool.workers[0].first_ready.wait()
 
 
 async def _migrate(settings: Settings) -> int:

@@ -1,4 +1,5 @@
-"""Assembly and lifecycle: store, outbox, router, agent and adapters, started in order and
+"""Assembly and lifecycle: store, outbox, agent pool, router, intake and adapters, built in one
+direction (each component gets what it needs in its constructor), started in order and
 stopped in the order that loses nothing."""
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobridge import exit_codes
-from picobridge.agent.protocols.picobot_json import PicobotCodec
-from picobridge.agent.worker import AgentSupervisor
+from picobridge.agent.pool import WorkerPool
+from picobridge.agent.protocols import driver_class
+from picobridge.agent.worker import AgentWorker
 from picobridge.config.settings import Settings
 from picobridge.contract import Adapter
 from picobridge.core.access import AccessPolicy
-from picobridge.core.commands import AgentSummary, Commands
+from picobridge.core.commands import Commands
 from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
+from picobridge.ops.health import agent_grace_seconds
 from picobridge.ops.http_server import HttpServer
 from picobridge.ops.metrics import Metrics
-from picobridge.ops.operations import Operations
+from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
 from picobridge.store import Store
 
@@ -32,21 +35,17 @@ log = logging.getLogger("picobridge.daemon")
 
 
 @dataclass
-class Bridge:
-    """The running core, handed to whatever needs to look inside (health, chat mode)."""
+class Daemon:
+    """The assembled bridge, for the lifecycle below and `picobridge chat`."""
 
     settings: Settings
     store: Store
     outbox: Outbox
     router: Router
-    agent: AgentSupervisor
+    pool: WorkerPool
     intake: Intake
     adapters: dict[str, Adapter]
     http: HttpServer | None = None
-
-    def agent_summary(self) -> AgentSummary:
-        return AgentSummary(self.agent.state.value, self.agent.pid, self.agent.restarts,
-                            self.agent.last_error)
 
 
 def allow_lists(settings: Settings) -> dict[str, frozenset[str]]:
@@ -56,55 +55,81 @@ def allow_lists(settings: Settings) -> dict[str, frozenset[str]]:
     }
 
 
-async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]) -> Bridge:
+def build_pool(settings: Settings) -> WorkerPool:
+    agent = settings.agent
+    driver = driver_class(agent.protocol)
+    if agent.workers:
+        workers = [AgentWorker(w.name or f"w{i}", w.command, agent, driver, settings.state_dir)
+                   for i, w in enumerate(agent.workers, 1)]
+        weights = {worker.name: w.weight for worker, w in zip(workers, agent.workers,
+                                                              strict=True)}
+    else:
+        workers = [AgentWorker(f"w{i}", agent.command, agent, driver, settings.state_dir)
+                   for i in range(1, agent.pool_size + 1)]
+        weights = {}
+    return WorkerPool(workers, max_in_flight=agent.max_in_flight, weights=weights)
+
+
+async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]) -> Daemon:
     by_platform = {a.platform: a for a in adapters}
     outbox = Outbox(store, by_platform)
-    router = Router(
-        store, outbox, by_platform,
-        max_in_flight=settings.agent.max_in_flight,
-        turn_timeout=settings.agent.turn_timeout,
-        max_attempts=settings.bridge.max_attempts,
-        coalesce=settings.bridge.coalesce,
-    )
-    agent = AgentSupervisor(settings.agent, PicobotCodec(), router)
-    router.attach_agent(agent)
+    pool = build_pool(settings)
+    router = Router(store, outbox, by_platform, pool,
+                    turn_timeout=settings.agent.turn_timeout,
+                    max_attempts=settings.bridge.max_attempts,
+                    coalesce=settings.bridge.coalesce)
     http = HttpServer(settings.http.listen) if settings.http.listen else None
-    bridge: Bridge
-    commands = Commands(store, router, lambda: bridge.agent_summary())
+    commands = Commands(store, router, pool)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
-                    http.app if http else None, agent_down_since=lambda: agent.unready_since,
-                    tell_after=settings.agent.restart_budget)
-    bridge = Bridge(settings, store, outbox, router, agent, intake, by_platform, http)
-    return bridge
+                    pool, http.app if http else None, tell_after=settings.agent.restart_budget)
+    return Daemon(settings, store, outbox, router, pool, intake, by_platform, http)
 
 
-async def start(bridge: Bridge) -> None:
+def sources(daemon: Daemon) -> Sources:
+    async def first_ready() -> None:
+        waits = [asyncio.create_task(w.first_ready.wait()) for w in daemon.pool.workers]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+
+    return Sources(
+        platforms=list(daemon.adapters), workers=daemon.pool.infos, router=daemon.router.stats,
+        intake=daemon.intake.stats, outbox=daemon.outbox.stats, store=daemon.store,
+        failing=lambda: (), first_ready=first_ready,
+        connections_changed=daemon.intake.connections_changed,
+        restart_budget=daemon.settings.agent.restart_budget,
+        agent_grace=agent_grace_seconds(daemon.settings.agent.ready_timeout))
+
+
+async def start(daemon: Daemon) -> None:
     # Outbox first: what the last run left undelivered goes out before anything the router
     # stores while it loads (a give-up notice), and is not read back a second time.
-    await bridge.outbox.start()
-    await bridge.router.start()
-    bridge.agent.start()
-    for adapter in bridge.adapters.values():
-        await adapter.start(bridge.intake)
+    await daemon.outbox.start()
+    await daemon.router.start()
+    daemon.pool.start(daemon.router)
+    for adapter in daemon.adapters.values():
+        await adapter.start(daemon.intake)
         log.info("platform %s started", adapter.platform)
-    if bridge.http is not None:
-        await bridge.http.start()
+    if daemon.http is not None:
+        await daemon.http.start()
 
 
-async def stop(bridge: Bridge) -> None:
-    grace = bridge.settings.agent.shutdown_timeout
+async def stop(daemon: Daemon) -> None:
+    grace = daemon.settings.agent.shutdown_timeout
     # Adapters keep accepting (durably) while turns finish and replies go out; they stop last
     # because delivering needs them.
-    await bridge.router.stop(grace)
-    await bridge.agent.stop()
-    await bridge.outbox.stop(grace)
-    for adapter in bridge.adapters.values():
+    await daemon.router.stop(grace)
+    await daemon.pool.stop()
+    await daemon.outbox.stop(grace)
+    for adapter in daemon.adapters.values():
         try:
             await adapter.stop()
         except Exception:
             log.exception("stopping %s failed", adapter.platform)
-    if bridge.http is not None:
-        await bridge.http.stop()
+    if daemon.http is not None:
+        await daemon.http.stop()
 
 
 async def run(
@@ -112,28 +137,29 @@ async def run(
     store: Store,
     adapters: Sequence[Adapter],
     *,
-    finished: Callable[[Bridge], Coroutine[Any, Any, None]] | None = None,
+    finished: Callable[[Daemon], Coroutine[Any, Any, None]] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
-    bridge = await assemble(settings, store, adapters)
-    ops = Operations(bridge, Notifier(os.environ), Metrics(bridge.adapters))
-    ops.add_routes()
+    daemon = await assemble(settings, store, adapters)
+    ops = Operations(sources(daemon), Notifier(os.environ), Metrics(daemon.adapters))
+    if daemon.http is not None:
+        ops.add_routes(daemon.http.app)
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop_requested.set)
     code = exit_codes.OK
     try:
-        await start(bridge)
+        await start(daemon)
         ops.start()
         stopper = asyncio.create_task(stop_requested.wait())
-        waiters: set[asyncio.Future[Any]] = {stopper, bridge.intake.fatal_error}
-        ender = asyncio.create_task(finished(bridge)) if finished is not None else None
+        waiters: set[asyncio.Future[Any]] = {stopper, daemon.intake.fatal_error}
+        ender = asyncio.create_task(finished(daemon)) if finished is not None else None
         if ender is not None:
             waiters.add(ender)
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
-        if bridge.intake.fatal_error.done():
+        if daemon.intake.fatal_error.done():
             code = exit_codes.PLATFORM_AUTH
         if ender is not None:
             if not ender.done():
@@ -145,15 +171,15 @@ async def run(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await ops.stop()
-        await stop(bridge)
+        await stop(daemon)
     return code
 
 
-async def wait_until_settled(bridge: Bridge, chat_key: str, changed: asyncio.Event) -> None:
+async def wait_until_settled(daemon: Daemon, chat_key: str, changed: asyncio.Event) -> None:
     """Return once nothing for this chat waits for the agent or for delivery."""
     while True:
         changed.clear()
-        counts = await bridge.store.open_for_chat(chat_key)
+        counts = await daemon.store.open_for_chat(chat_key)
         if counts == 0:
             return
         with contextlib.suppress(TimeoutError):

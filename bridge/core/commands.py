@@ -7,9 +7,8 @@ command syntax (Slack's `/picobridge new`, `!new`) to this one.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 
+from picobridge.agent.port import PoolStatus, WorkerState
 from picobridge.contract import ChatRef
 from picobridge.core.router import Router
 from picobridge.store import Store
@@ -37,20 +36,11 @@ def parse_command(text: str) -> str | None:
     return name if name in BRIDGE_COMMANDS else None
 
 
-@dataclass(frozen=True, slots=True)
-class AgentSummary:
-    state: str
-    pid: int | None
-    restarts: int
-    last_error: str | None
-
-
 class Commands:
-    def __init__(self, store: Store, router: Router,
-                 agent_summary: Callable[[], AgentSummary]) -> None:
+    def __init__(self, store: Store, router: Router, agents: PoolStatus) -> None:
         self._store = store
         self._router = router
-        self._agent_summary = agent_summary
+        self._agents = agents
 
     async def run(self, name: str, chat: ChatRef) -> str:
         if name == "new":
@@ -68,14 +58,28 @@ class Commands:
             return "Hello! " + HELP
         return HELP
 
+    def _agent_line(self, session: str) -> list[str]:
+        workers = self._agents.infos()
+        name = self._agents.assigned_worker(session)
+        mine = next((w for w in workers if w.name == name), None)
+        if mine is None:
+            # Not placed yet: any ready worker will take it; show the best of them.
+            mine = next((w for w in workers if w.state is WorkerState.READY), workers[0])
+        label = f"worker {mine.name} " if len(workers) > 1 else ""
+        line = (f"Agent: {label}{mine.state.value}" + (f" (pid {mine.pid})" if mine.pid else "")
+                + (f", {mine.restarts} restarts" if mine.restarts else ""))
+        if len(workers) > 1:
+            ready = sum(1 for w in workers if w.state is WorkerState.READY)
+            line += f"; {ready} of {len(workers)} workers ready"
+        lines = [line]
+        if mine.last_error and mine.state is not WorkerState.READY:
+            lines.append(f"Last problem: {mine.last_error}")
+        return lines
+
     async def _status(self, chat: ChatRef) -> str:
-        agent = self._agent_summary()
         status = self._router.status(chat)
         session = await self._store.current_session(chat)
-        lines = [f"Agent: {agent.state}" + (f" (pid {agent.pid})" if agent.pid else "")
-                 + (f", {agent.restarts} restarts" if agent.restarts else "")]
-        if agent.last_error and agent.state != "ready":
-            lines.append(f"Last problem: {agent.last_error}")
+        lines = self._agent_line(session)
         if status.turn_running_for is not None:
             lines.append(f"Working on your message for {status.turn_running_for:.0f}s")
         if status.queued:

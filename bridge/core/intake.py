@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 
 from aiohttp import web
 
+from picobridge.agent.port import PoolStatus
 from picobridge.contract import ChatRef, InboundMessage, ReplyKind, SubmitResult
 from picobridge.core.access import AccessPolicy, denial_text
 from picobridge.core.commands import Commands, parse_command
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
+from picobridge.core.stats import IntakeStats, bump
 from picobridge.store import Store
 
 log = logging.getLogger("picobridge.intake")
@@ -29,14 +30,12 @@ MAX_TOLD = 100_000  # chats remembered as told during one outage
 
 class Intake:
     def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
-                 commands: Commands, app: web.Application | None = None, *,
-                 agent_down_since: Callable[[], float | None] = lambda: None,
-                 tell_after: float = float("inf")) -> None:
-        """`agent_down_since` gives the monotonic time since which no agent has been ready
-        (None while one is); a message arriving after `tell_after` seconds of that gets a
-        notice, once per chat and outage, so its sender knows it waits."""
+                 commands: Commands, agents: PoolStatus, app: web.Application | None = None,
+                 *, tell_after: float = float("inf")) -> None:
+        """A message arriving after no agent worker has been ready for `tell_after` seconds
+        gets a notice, once per chat and outage, so its sender knows it waits."""
         self._app = app
-        self._agent_down_since = agent_down_since
+        self._agents = agents
         self._tell_after = tell_after
         self._outage: float | None = None
         self._told: set[str] = set()
@@ -45,19 +44,22 @@ class Intake:
         self._outbox = outbox
         self._access = access
         self._commands = commands
-        self.connections: dict[str, bool] = {}
-        # Since when each platform has been disconnected (monotonic); absent while connected.
-        self.disconnected_since: dict[str, float] = {}
+        self._connections: dict[str, bool] = {}
+        self._disconnected_since: dict[str, float] = {}
         self.connections_changed = asyncio.Event()
         self.fatal_error: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.received: dict[str, int] = {}
-        self.duplicates: dict[str, int] = {}
-        self.denied: dict[str, int] = {}
+        self._received: dict[str, int] = {}
+        self._duplicates: dict[str, int] = {}
+        self._denied: dict[str, int] = {}
+
+    def stats(self) -> IntakeStats:
+        return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
+                           dict(self._connections), dict(self._disconnected_since))
 
     async def submit(self, message: InboundMessage) -> SubmitResult:
         chat, platform = message.chat, message.chat.platform
         if not await self._access.allowed(platform, message.sender_id):
-            self.denied[platform] = self.denied.get(platform, 0) + 1
+            bump(self._denied, platform)
             log.info("message from unknown user refused platform=%s user=%s chat=%s", platform,
                      message.sender_id, chat.key)
             if await self._access.should_tell(platform, message.sender_id):
@@ -70,10 +72,10 @@ class Intake:
             return await self._command(command, message)
         stored = await self._store.record_inbound(message)
         if stored is None:
-            self.duplicates[platform] = self.duplicates.get(platform, 0) + 1
+            bump(self._duplicates, platform)
             log.info("duplicate ignored platform=%s id=%s", platform, message.platform_message_id)
             return SubmitResult.DUPLICATE
-        self.received[platform] = self.received.get(platform, 0) + 1
+        bump(self._received, platform)
         log.debug("received platform=%s chat=%s id=%s session=%s", platform, chat.key,
                   message.platform_message_id, stored.session_id)
         self._router.enqueue(stored)
@@ -81,7 +83,7 @@ class Intake:
         return SubmitResult.ACCEPTED
 
     async def _tell_if_agent_down(self, message: InboundMessage) -> None:
-        since = self._agent_down_since()
+        since = self._agents.down_since()
         if since is None or time.monotonic() - since < self._tell_after:
             return
         if since != self._outage or len(self._told) >= MAX_TOLD:
@@ -103,7 +105,7 @@ class Intake:
     async def _command(self, name: str, message: InboundMessage) -> SubmitResult:
         platform = message.chat.platform
         if await self._store.seen(platform, message.platform_message_id):
-            self.duplicates[platform] = self.duplicates.get(platform, 0) + 1
+            bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
         reply = await self._commands.run(name, message.chat)
         stored = await self._store.record_command(message, reply)
@@ -132,13 +134,13 @@ class Intake:
         await self._store.set_cursor(name, value)
 
     def connection_changed(self, platform: str, connected: bool) -> None:
-        if self.connections.get(platform) != connected:
+        if self._connections.get(platform) != connected:
             log.info("platform %s %s", platform, "connected" if connected else "disconnected")
-        self.connections[platform] = connected
+        self._connections[platform] = connected
         if connected:
-            self.disconnected_since.pop(platform, None)
+            self._disconnected_since.pop(platform, None)
         else:
-            self.disconnected_since.setdefault(platform, time.monotonic())
+            self._disconnected_since.setdefault(platform, time.monotonic())
         self.connections_changed.set()
 
     def http_app(self) -> web.Application | None:

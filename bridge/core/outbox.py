@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 
 from picobridge.contract import Adapter, DeliveryError, OutgoingReply
+from picobridge.core.stats import OutboxStats, bump
 from picobridge.store import Store, StoredReply
 
 log = logging.getLogger("picobridge.outbox")
@@ -39,10 +40,12 @@ class Outbox:
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
-        # Running totals per platform, read by metrics.
-        self.sent: dict[str, int] = {}
-        self.failed: dict[str, int] = {}
-        self.rate_limited: dict[str, int] = {}
+        self._sent: dict[str, int] = {}
+        self._failed: dict[str, int] = {}
+        self._rate_limited: dict[str, int] = {}
+
+    def stats(self) -> OutboxStats:
+        return OutboxStats(dict(self._sent), dict(self._failed), dict(self._rate_limited))
 
     async def start(self) -> None:
         for reply in await self._store.pending_replies():
@@ -60,10 +63,6 @@ class Outbox:
             self._idle.clear()
             self._tasks[chat_key] = asyncio.create_task(self._drain(chat_key),
                                                         name=f"outbox-{chat_key}")
-
-    @property
-    def busy_chats(self) -> int:
-        return len(self._tasks)
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -144,12 +143,12 @@ class Outbox:
                 await self._store.mark_send_failed(reply.id, str(exc), permanent=exc.permanent)
                 platform = reply.chat.platform
                 if exc.permanent:
-                    self.failed[platform] = self.failed.get(platform, 0) + 1
+                    bump(self._failed, platform)
                     log.error("reply %d to %s failed permanently: %s", reply.id, reply.chat.key,
                               exc)
                     return True
                 if exc.retry_after is not None:
-                    self.rate_limited[platform] = self.rate_limited.get(platform, 0) + 1
+                    bump(self._rate_limited, platform)
                 wait = exc.retry_after if exc.retry_after is not None else delay
                 log.warning("reply %d to %s not delivered (%s); retry in %.1fs", reply.id,
                             reply.chat.key, exc, wait)
@@ -157,5 +156,5 @@ class Outbox:
                 delay = min(RETRY_CAP, delay * 2)
                 continue
             await self._store.mark_sent(reply.id)
-            self.sent[reply.chat.platform] = self.sent.get(reply.chat.platform, 0) + 1
+            bump(self._sent, reply.chat.platform)
             return True

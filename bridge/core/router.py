@@ -1,9 +1,9 @@
-"""Turns: which queued messages go to the agent next, and where the agent's output goes.
+"""Turns: which queued messages go to which agent worker next, and where the agent's output goes.
 
-One lane per chat. A lane holds the chat's queued messages and at most one turn in flight.
-Lanes waiting for the agent sit in a round-robin queue, so one busy chat cannot starve the
-others; `agent.max_in_flight` bounds turns across chats. Agent output is correlated on its
-session; records without one belong to the single turn in flight, if there is exactly one.
+Lanes (core/lanes.py) hold each chat's queue and wait in round-robin order; the agent pool
+says which worker a session's turn runs on (or that it must wait for its worker). Every agent
+event arrives stamped with its session and its worker, so a record is matched to a turn only
+when both agree; anything else is an unsolicited answer, found its chat through the store.
 """
 
 from __future__ import annotations
@@ -12,22 +12,24 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
-from picobridge.agent.port import AgentRequest, Failure, Progress, Reply
-from picobridge.agent.worker import AgentUnavailable
-from picobridge.contract import (
-    Adapter,
-    ChatRef,
-    Outcome,
-    ProgressEvent,
-    ProgressKind,
-    ReplyKind,
+from picobridge.agent.port import (
+    AgentEvent,
+    AgentPool,
+    AgentRequest,
+    AgentUnavailable,
+    Failure,
+    Progress,
+    Worker,
 )
+from picobridge.contract import Adapter, ChatRef, Outcome, ProgressEvent, ProgressKind, ReplyKind
+from picobridge.core.lanes import Lanes
 from picobridge.core.outbox import Outbox
+from picobridge.core.stats import Histogram, RouterStats, bump
+from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
 
 log = logging.getLogger("picobridge.router")
@@ -37,43 +39,8 @@ _PROGRESS = {
     "reasoning": ProgressKind.REASONING,
     "tool_start": ProgressKind.TOOL_START,
     "tool_done": ProgressKind.TOOL_DONE,
+    "status": ProgressKind.STATUS,
 }
-
-
-class AgentPort(Protocol):
-    """What the router needs of the agent supervisor (kept narrow for tests and benchmarks)."""
-
-    async def send(self, request: AgentRequest) -> None: ...
-
-    def restart(self, reason: str) -> None: ...
-
-
-@dataclass(slots=True)
-class Turn:
-    chat: ChatRef
-    session: str
-    messages: list[StoredMessage]
-    started: float
-    last_activity: float
-    # Written to the agent (or being written). A turn of a dispatch wave is claimed before
-    # it is sent; until then nothing the agent says belongs to it.
-    sent: bool = False
-
-    @property
-    def ids(self) -> list[int]:
-        return [m.id for m in self.messages]
-
-    @property
-    def attempts(self) -> int:
-        return max(m.attempts for m in self.messages)
-
-
-@dataclass(slots=True)
-class Lane:
-    chat: ChatRef
-    queue: deque[StoredMessage] = field(default_factory=deque)
-    turn: Turn | None = None
-    waiting: bool = False  # in the round-robin queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,48 +49,33 @@ class ChatStatus:
     queued: int
     turn_running_for: float | None
     lanes_ahead: int
+    worker: str | None = None  # the worker running the chat's turn
 
 
 class Router:
-    def __init__(
-        self,
-        store: Store,
-        outbox: Outbox,
-        adapters: Mapping[str, Adapter],
-        *,
-        max_in_flight: int,
-        turn_timeout: float,
-        max_attempts: int,
-        coalesce: bool,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, store: Store, outbox: Outbox, adapters: Mapping[str, Adapter],
+                 agents: AgentPool, *, turn_timeout: float, max_attempts: int, coalesce: bool,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
         self._outbox = outbox
         self._adapters = adapters
-        self._max_in_flight = max_in_flight
+        self._agents = agents
         self._turn_timeout = turn_timeout
         self._max_attempts = max_attempts
-        self._coalesce = coalesce
         self._clock = clock
-        self._agent: AgentPort | None = None
-        self._agent_ready = False
-        self._lanes: dict[str, Lane] = {}
-        self._waiting: deque[Lane] = deque()
+        self._lanes = Lanes(coalesce)
         self._turns: dict[str, Turn] = {}
+        self._busy: dict[str, int] = {}  # turns in flight per worker name
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
         self._settling: set[asyncio.Task[None]] = set()
         self._recording: set[asyncio.Task[None]] = set()
-        # Running totals by outcome and a buffer of turn durations, both read by metrics.
-        self.turn_outcomes: dict[str, int] = {}
-        self.turn_seconds: list[float] = []
+        self._outcomes: dict[str, int] = {}
+        self._turn_seconds = Histogram()
 
-    # -- wiring ----------------------------------------------------------------------------
-
-    def attach_agent(self, agent: AgentPort) -> None:
-        self._agent = agent
+    # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Load what a previous run left unanswered, then begin dispatching."""
@@ -131,9 +83,7 @@ class Router:
             if msg.status == "dispatched" and msg.attempts >= self._max_attempts:
                 await self._give_up([msg], "the bridge restarted while it was being answered")
                 continue
-            self._lane(msg.chat).queue.append(msg)
-        for lane in self._lanes.values():
-            self._make_waiting(lane)
+            self._lanes.add(msg)
         self._tasks = [
             asyncio.create_task(self._dispatch_loop(), name="router-dispatch"),
             asyncio.create_task(self._timeout_loop(), name="router-timeouts"),
@@ -151,7 +101,8 @@ class Router:
             self._end_turn(turn, Outcome.REQUEUED)
         if self._turns:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await self._idle.wait()
         # Answers already received are committed before the store closes.
         await asyncio.gather(*self._settling, return_exceptions=True)
         await self._recorded()
@@ -163,18 +114,8 @@ class Router:
     # -- intake ----------------------------------------------------------------------------
 
     def enqueue(self, msg: StoredMessage) -> None:
-        lane = self._lane(msg.chat)
-        # A message written before others still queued (a platform's late retry) goes ahead
-        # of them, so the agent reads the chat in the order it was written.
-        position = len(lane.queue)
-        if msg.sent_at is not None:
-            while position > 0:
-                before = lane.queue[position - 1].sent_at
-                if before is None or before <= msg.sent_at:
-                    break
-                position -= 1
-        lane.queue.insert(position, msg)
-        self._make_waiting(lane)
+        if self._lanes.add(msg):
+            self._wake.set()
 
     def replace_queued(self, msg: StoredMessage) -> None:
         lane = self._lanes.get(msg.chat.key)
@@ -191,57 +132,47 @@ class Router:
         ids = [m.id for m in lane.queue]
         lane.queue.clear()
         await self._store.drop_queued(chat, ids)
-        self._forget_if_idle(lane)
+        self._lanes.forget_if_idle(lane)
         return len(ids)
 
     def status(self, chat: ChatRef) -> ChatStatus:
         lane = self._lanes.get(chat.key)
         if lane is None:
             return ChatStatus(None, 0, None, 0)
-        running = self._clock() - lane.turn.started if lane.turn else None
-        ahead = 0
-        if lane.waiting:
-            for other in self._waiting:
-                if other is lane:
-                    break
-                ahead += 1
-        session = lane.turn.session if lane.turn else None
-        return ChatStatus(session, len(lane.queue), running, ahead)
+        turn = lane.turn
+        running = self._clock() - turn.started if turn else None
+        return ChatStatus(turn.session if turn else None, len(lane.queue), running,
+                          self._lanes.ahead_of(lane), turn.worker.name if turn else None)
 
-    @property
-    def queue_depth(self) -> int:
-        return sum(len(lane.queue) for lane in self._lanes.values()) + sum(
-            len(t.messages) for t in self._turns.values())
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._turns)
+    def stats(self) -> RouterStats:
+        depth = self._lanes.queued + sum(len(t.messages) for t in self._turns.values())
+        return RouterStats(depth, len(self._turns), dict(self._busy), dict(self._outcomes),
+                           self._turn_seconds.snapshot())
 
     # -- AgentListener ---------------------------------------------------------------------
 
-    def turn_running(self) -> bool:
-        return bool(self._turns)
+    def turn_running(self, worker: Worker) -> bool:
+        return self._busy.get(worker.name, 0) > 0
 
-    async def agent_ready(self) -> None:
-        self._agent_ready = True
+    async def worker_ready(self, worker: Worker) -> None:
         self._wake.set()
 
-    async def agent_lost(self, reason: str) -> None:
-        self._agent_ready = False
-        lost: list[tuple[Turn, Outcome]] = []
+    async def worker_lost(self, worker: Worker, reason: str) -> None:
         # First, synchronously, every lost turn ends and its messages go back to the front of
         # their lane: awaiting anything before would let a turn of the same chat end in
         # between and forget the lane these messages belong to.
-        for turn in list(self._turns.values()):
+        lost: list[tuple[Turn, Outcome]] = []
+        for turn in [t for t in self._turns.values() if t.worker is worker]:
             failed = turn.sent and turn.attempts >= self._max_attempts
             outcome = Outcome.FAILED if failed else Outcome.REQUEUED
             self._end_turn(turn, outcome)
             if not turn.sent:
                 # Claimed for a dispatch wave but never written: not an attempt.
-                self._put_back(turn, [_with_attempt(m, -1) for m in turn.messages])
+                self._put_back(turn, [with_attempt(m, -1) for m in turn.messages])
             elif not failed:
-                log.warning("turn lost chat=%s session=%s attempt=%d: %s; will retry",
-                            turn.chat.key, turn.session, turn.attempts, reason)
+                log.warning("turn lost chat=%s session=%s worker=%s attempt=%d: %s; will "
+                            "retry", turn.chat.key, turn.session, worker.name, turn.attempts,
+                            reason)
                 self._put_back(turn, turn.messages)
             lost.append((turn, outcome))
         await self._recorded()
@@ -252,15 +183,10 @@ class Router:
                 await self._store.requeue(turn.ids, refund=not turn.sent)
             await self._clear(turn.chat, outcome)
 
-    def _put_back(self, turn: Turn, messages: list[StoredMessage]) -> None:
-        lane = self._lane(turn.chat)
-        lane.queue.extendleft(reversed(messages))
-        self._make_waiting(lane, front=True)
-
-    async def agent_event(self, event: Reply | Progress | Failure) -> None:
-        turn = self._turn_for(event.session)
-        if turn is not None and not turn.sent:
-            turn = None  # e.g. a scheduled job's answer: the claimed turn has not been asked
+    async def agent_event(self, worker: Worker, event: AgentEvent) -> None:
+        turn = self._turns.get(event.session) if event.session is not None else None
+        if turn is not None and (not turn.sent or turn.worker is not worker):
+            turn = None  # e.g. a scheduled job's answer while the session's turn waits
         if isinstance(event, Progress):
             if turn is not None:
                 turn.last_activity = self._clock()
@@ -269,36 +195,41 @@ class Router:
                     await self._show(turn, ProgressEvent(kind, event.text, event.tool))
             return
         if isinstance(event, Failure):
-            if turn is None:
-                log.warning("agent error outside any turn: %s (%s)", event.message, event.code)
-                return
-            log.warning("agent error chat=%s session=%s: %s (%s)", turn.chat.key, turn.session,
-                        event.message, event.code)
-            self._end_turn(turn, Outcome.FAILED)
-            await self._clear(turn.chat, Outcome.FAILED)
-            self._settle(turn, ReplyKind.ERROR,
-                         f"⚠️ The agent could not answer this: {event.message}",
-                         status="failed", error=event.message)
+            await self._failed(turn, event)
             return
         if turn is not None:
             self._end_turn(turn, Outcome.DONE)
             await self._clear(turn.chat, Outcome.DONE)
             self._settle(turn, ReplyKind.ANSWER, event.text)
             return
+        await self._unsolicited(event.session, event.text)
+
+    async def _failed(self, turn: Turn | None, event: Failure) -> None:
+        if turn is None:
+            log.warning("agent error outside any turn: %s (%s)", event.message, event.code)
+            return
+        log.warning("agent error chat=%s session=%s: %s (%s)", turn.chat.key, turn.session,
+                    event.message, event.code)
+        self._end_turn(turn, Outcome.FAILED)
+        await self._clear(turn.chat, Outcome.FAILED)
+        self._settle(turn, ReplyKind.ERROR, f"⚠️ The agent could not answer this: {event.message}",
+                     status="failed", error=event.message)
+
+    async def _unsolicited(self, session: str | None, text: str) -> None:
         # No turn waits for it: a scheduled job or a second answer. Its session tells the chat.
-        chat = await self._store.chat_for_session(event.session) if event.session else None
+        chat = await self._store.chat_for_session(session) if session else None
         if chat is None:
-            log.warning("agent response for unknown session %r dropped", event.session)
+            log.warning("agent response for unknown session %r dropped", session)
             return
         self._outbox.deliver(await self._store.add_reply(
-            chat, ReplyKind.UNSOLICITED, event.text, session_id=event.session))
+            chat, ReplyKind.UNSOLICITED, text, session_id=session))
 
     def _settle(self, turn: Turn, kind: ReplyKind, text: str, *, status: str = "answered",
                 error: str | None = None) -> None:
         """Store the turn's reply and hand it to the outbox, without holding up the caller.
 
-        The agent's output is read by one task; committing each answer before reading the
-        next would queue every chat's answer behind the others' database round trips. (The
+        The agent's output is read by one task per worker; committing each answer before
+        reading the next would queue every chat's answer behind the others' round trips. (The
         chat's next turn may start meanwhile; its answer is stored after this one, because
         writes keep their order, and so is delivered after it.)
         """
@@ -319,51 +250,32 @@ class Router:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _lane(self, chat: ChatRef) -> Lane:
-        lane = self._lanes.get(chat.key)
-        if lane is None:
-            lane = self._lanes[chat.key] = Lane(chat)
-        return lane
-
-    def _make_waiting(self, lane: Lane, front: bool = False) -> None:
-        if lane.waiting or lane.turn is not None or not lane.queue:
-            return
-        lane.waiting = True
-        if front:
-            self._waiting.appendleft(lane)
-        else:
-            self._waiting.append(lane)
-        self._wake.set()
-
-    def _forget_if_idle(self, lane: Lane) -> None:
-        # Lanes are cheap to rebuild; dropping idle ones keeps memory flat with many chats.
-        if not lane.queue and lane.turn is None and not lane.waiting:
-            self._lanes.pop(lane.chat.key, None)
-
-    def _turn_for(self, session: str | None) -> Turn | None:
-        if session is not None:
-            return self._turns.get(session)
-        if len(self._turns) == 1:
-            return next(iter(self._turns.values()))
-        return None
+    def _put_back(self, turn: Turn, messages: list[StoredMessage]) -> None:
+        if self._lanes.put_back(turn.chat, messages):
+            self._wake.set()
 
     def _end_turn(self, turn: Turn, outcome: Outcome) -> None:
-        self.turn_outcomes[outcome.value] = self.turn_outcomes.get(outcome.value, 0) + 1
-        if outcome is Outcome.DONE and len(self.turn_seconds) < 10_000:
-            self.turn_seconds.append(self._clock() - turn.started)
+        bump(self._outcomes, outcome.value)
+        if outcome is Outcome.DONE:
+            self._turn_seconds.observe(self._clock() - turn.started)
         if self._turns.get(turn.session) is turn:
             del self._turns[turn.session]
+            name = turn.worker.name
+            self._busy[name] = self._busy.get(name, 1) - 1
+            if self._busy[name] <= 0:
+                del self._busy[name]
         lane = self._lanes.get(turn.chat.key)
         if lane is not None and lane.turn is turn:
             lane.turn = None
         if not self._turns:
             self._idle.set()
+        self._wake.set()  # the worker has room again
 
     def _after_turn(self, turn: Turn) -> None:
         lane = self._lanes.get(turn.chat.key)
         if lane is not None:
-            self._make_waiting(lane)
-            self._forget_if_idle(lane)
+            self._lanes.make_waiting(lane)
+            self._lanes.forget_if_idle(lane)
         self._wake.set()
 
     async def _give_up(self, messages: list[StoredMessage], reason: str) -> None:
@@ -376,30 +288,46 @@ class Router:
             session_id=last.session_id, reply_to=last.reply_to,
             settles=messages, settle_status="failed", error=reason))
 
-    def _take_batch(self, lane: Lane) -> list[StoredMessage]:
-        first = lane.queue.popleft()
-        batch = [first]
-        while self._coalesce and lane.queue and lane.queue[0].session_id == first.session_id:
-            batch.append(lane.queue.popleft())
-        return batch
-
     async def _dispatch_loop(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while (self._agent_ready and self._agent is not None and self._waiting
-                   and len(self._turns) < self._max_in_flight):
-                agent = self._agent
-                turns = self._claim()
-                if not turns:
-                    continue
-                # One write for every turn this round starts (under load many lanes become
-                # ready at once), and the agent does not wait for it: the answer that settles
-                # these messages is stored only after it, and whatever puts them back in the
-                # queue waits for it first (_recorded).
-                self._record_dispatch([i for turn in turns for i in turn.ids])
-                for turn in turns:
-                    await self._start(turn, agent)
+            turns = self._claim()
+            if not turns:
+                continue
+            # One write for every turn this round starts (under load many lanes become
+            # ready at once), and the agent does not wait for it: the answer that settles
+            # these messages is stored only after it, and whatever puts them back in the
+            # queue waits for it first (_recorded).
+            self._record_dispatch([i for turn in turns for i in turn.ids])
+            for turn in turns:
+                await self._start(turn)
+
+    def _claim(self) -> list[Turn]:
+        """Take the next batch of each waiting lane whose session can start now.
+
+        Lanes and sessions are claimed here, before any await. Until then a lane looks idle:
+        a turn of this chat ending meanwhile would forget it, the chat's next message would
+        build a new lane, and a second turn of the same session would take this one's answer.
+        A lane whose worker is busy keeps its place at the front of the round robin.
+        """
+        turns: list[Turn] = []
+        skipped = []
+        while (lane := self._lanes.next_waiting()) is not None:
+            worker = self._agents.place(lane.queue[0].session_id, self._busy)
+            if worker is None:
+                skipped.append(lane)
+                continue
+            batch = [with_attempt(m) for m in self._lanes.take_batch(lane)]
+            now = self._clock()
+            turn = Turn(lane.chat, batch[0].session_id, batch, worker, now, now)
+            lane.turn = turn
+            self._turns[turn.session] = turn
+            self._busy[worker.name] = self._busy.get(worker.name, 0) + 1
+            self._idle.clear()
+            turns.append(turn)
+        self._lanes.return_skipped(skipped)
+        return turns
 
     def _record_dispatch(self, ids: list[int]) -> None:
         async def run() -> None:
@@ -416,34 +344,10 @@ class Router:
         if self._recording:
             await asyncio.gather(*self._recording)
 
-    def _claim(self) -> list[Turn]:
-        """Take the next batch of each waiting lane, as far as `max_in_flight` allows.
-
-        Lanes and sessions are claimed here, before any await. Until then a lane looks idle:
-        a turn of this chat ending meanwhile would forget it (_forget_if_idle), the chat's
-        next message would build a new lane, and a second turn of the same session would
-        start and take this one's answer.
-        """
-        turns: list[Turn] = []
-        while self._waiting and len(self._turns) < self._max_in_flight:
-            lane = self._waiting.popleft()
-            lane.waiting = False
-            if lane.turn is not None or not lane.queue:
-                self._forget_if_idle(lane)  # e.g. emptied by /stop while it waited
-                continue
-            batch = [_with_attempt(m) for m in self._take_batch(lane)]
-            now = self._clock()
-            turn = Turn(lane.chat, batch[0].session_id, batch, now, now)
-            lane.turn = turn
-            self._turns[turn.session] = turn
-            self._idle.clear()
-            turns.append(turn)
-        return turns
-
-    async def _start(self, turn: Turn, agent: AgentPort) -> None:
+    async def _start(self, turn: Turn) -> None:
         session = turn.session
         if self._turns.get(session) is not turn:
-            return  # the agent was lost meanwhile and agent_lost put the messages back
+            return  # the worker was lost meanwhile and worker_lost put the messages back
         await self._show(turn, ProgressEvent(ProgressKind.STARTED))
         if self._turns.get(session) is not turn:
             return
@@ -452,15 +356,14 @@ class Router:
         # Before the write starts: a fast agent may answer before send() returns.
         turn.sent = True
         try:
-            await agent.send(AgentRequest(session, text, attachments))
+            await turn.worker.send(AgentRequest(session, text, attachments))
         except AgentUnavailable:
             if self._turns.get(session) is not turn:
-                return  # lost during the write: agent_lost has requeued it already
-            # The agent went away between the ready check and the write: not this message's
-            # fault, so put it back without counting the attempt.
-            self._agent_ready = False
+                return  # lost during the write: worker_lost has requeued it already
+            # The worker went away between placing and writing: not this message's fault, so
+            # put it back without counting the attempt.
             self._end_turn(turn, Outcome.REQUEUED)
-            self._put_back(turn, [_with_attempt(m, -1) for m in turn.messages])
+            self._put_back(turn, [with_attempt(m, -1) for m in turn.messages])
             await self._recorded()
             await self._store.requeue(turn.ids, refund=True)
 
@@ -469,19 +372,20 @@ class Router:
         while True:
             await asyncio.sleep(period)
             now = self._clock()
-            stuck = [t for t in self._turns.values()
-                     if now - t.last_activity > self._turn_timeout]
-            if stuck and self._agent is not None:
-                self._agent.restart(f"turn timeout after {self._turn_timeout:g}s "
-                                    f"(chat {stuck[0].chat.key})")
+            for turn in list(self._turns.values()):
+                if turn.sent and not turn.timed_out and \
+                        now - turn.last_activity > self._turn_timeout:
+                    turn.timed_out = True
+                    turn.worker.cancel_turn(turn.session,
+                                            f"turn timeout after {self._turn_timeout:g}s "
+                                            f"(chat {turn.chat.key})")
 
     async def _show(self, turn: Turn, event: ProgressEvent) -> None:
         adapter = self._adapters.get(turn.chat.platform)
         if adapter is None:
             return
-        ids = tuple(m.reply_to or m.platform_msg_id for m in turn.messages)
         try:
-            await adapter.show_progress(turn.chat, _with_ids(event, ids))
+            await adapter.show_progress(turn.chat, _with_ids(event, turn.quoted_ids))
         except Exception:
             log.exception("show_progress failed platform=%s", turn.chat.platform)
 
@@ -502,9 +406,5 @@ def _keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None], name:
     task.add_done_callback(tasks.discard)
 
 
-def _with_attempt(msg: StoredMessage, delta: int = 1) -> StoredMessage:
-    return replace(msg, attempts=msg.attempts + delta)
-
-
 def _with_ids(event: ProgressEvent, ids: tuple[str, ...]) -> ProgressEvent:
-    return replace(event, message_ids=ids)
+    return ProgressEvent(event.kind, event.text, event.tool, ids)

@@ -1,7 +1,9 @@
 """GET /healthz and GET /metrics on the daemon's local listener (`http.listen`).
 
 /healthz answers 200 or 503 for load balancers, Docker's HEALTHCHECK (`picobridge health`)
-and humans, with a JSON body explaining why. /metrics is the Prometheus exposition.
+and humans, with a JSON body explaining why: "ok", "degraded" (200: some agent workers are
+down, the others serve) or "unhealthy" (503: no worker can serve, a platform is gone, or a
+component keeps failing). /metrics is the Prometheus exposition.
 
 Both take a fresh HealthSnapshot per request from a callback, so this module knows nothing of
 the store, router or agent and can be tested with plain values.
@@ -35,16 +37,28 @@ SnapshotFn = Callable[[], Awaitable["HealthSnapshot"]]
 
 
 @dataclass(frozen=True)
+class WorkerHealth:
+    name: str
+    state: str  # starting / ready / restarting / stopped
+    pid: int | None
+    last_pong: float | None  # wall clock (time.time()) of the last answered probe
+    restarts: int
+    # Seconds this worker has been without a ready process (0 while ready). Judged against
+    # the grace, so a normal restart is fine and a crash loop is not.
+    down_seconds: float = 0.0
+    busy: int = 0
+
+    def down_too_long(self, grace: float) -> bool:
+        if self.state == READY:
+            return False
+        return self.state not in _TRANSIENT or self.down_seconds > grace
+
+
+@dataclass(frozen=True)
 class HealthSnapshot:
     """What the bridge looks like right now."""
 
-    agent_state: str  # AgentState value: starting / ready / restarting / stopped
-    agent_pid: int | None
-    agent_last_pong: float | None  # wall clock (time.time()) of the last pong
-    agent_restarts: int
-    # Seconds the agent has been without a ready process (0 while ready). Judged against
-    # agent_grace_seconds, so a normal restart is healthy and a crash loop is not.
-    agent_down_seconds: float
+    workers: tuple[WorkerHealth, ...]
     # Every *enabled* platform, connected or not: a platform missing here is not checked.
     platforms: Mapping[str, bool]
     queue_depth: int
@@ -52,25 +66,34 @@ class HealthSnapshot:
     outbox_pending: int
     oldest_undelivered_age_seconds: float | None
     agent_grace_seconds: float = DEFAULT_AGENT_GRACE
+    # Long-lived tasks that keep failing (see picobridge.supervision).
+    failing: tuple[str, ...] = ()
     problems: tuple[str, ...] = field(init=False, default=())
+    warnings: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "problems", tuple(_problems(self)))
+        problems, warnings = _verdict(self)
+        object.__setattr__(self, "problems", tuple(problems))
+        object.__setattr__(self, "warnings", tuple(warnings))
 
     @property
     def healthy(self) -> bool:
         return not self.problems
 
+    @property
+    def status(self) -> str:
+        return "unhealthy" if self.problems else "degraded" if self.warnings else "ok"
+
+    @property
+    def agent_up(self) -> bool:
+        return any(w.state == READY for w in self.workers)
+
     def to_json(self) -> dict[str, Any]:
         return {
-            "status": "ok" if self.healthy else "unhealthy",
+            "status": self.status,
             "problems": list(self.problems),
-            "agent": {
-                "state": self.agent_state,
-                "pid": self.agent_pid,
-                "last_pong": _iso(self.agent_last_pong),
-                "restarts": self.agent_restarts,
-            },
+            "warnings": list(self.warnings),
+            "agent": _agent_json(self.workers),
             "platforms": {
                 name: "connected" if up else "disconnected"
                 for name, up in sorted(self.platforms.items())
@@ -82,23 +105,49 @@ class HealthSnapshot:
         }
 
 
+def _agent_json(workers: tuple[WorkerHealth, ...]) -> dict[str, Any]:
+    ready = [w for w in workers if w.state == READY]
+    lead = ready[0] if ready else (workers[0] if workers else None)
+    return {
+        "state": READY if ready else (lead.state if lead else "stopped"),
+        "pid": lead.pid if lead else None,
+        "last_pong": _iso(lead.last_pong) if lead else None,
+        "restarts": sum(w.restarts for w in workers),
+        "workers_ready": len(ready),
+        "workers": [{"name": w.name, "state": w.state, "pid": w.pid,
+                     "last_pong": _iso(w.last_pong), "restarts": w.restarts, "busy": w.busy}
+                    for w in workers],
+    }
+
+
 def agent_grace_seconds(ready_timeout: float) -> float:
     """Grace for a configured agent.ready_timeout: one capped backoff plus one start."""
     return BACKOFF_CAP + ready_timeout
 
 
-def _problems(snap: HealthSnapshot) -> list[str]:
-    problems = []
-    if snap.agent_state != READY:
-        if snap.agent_state not in _TRANSIENT:
-            problems.append(f"agent is {snap.agent_state}")
-        elif snap.agent_down_seconds > snap.agent_grace_seconds:
-            problems.append(
-                f"agent not ready for {snap.agent_down_seconds:.0f}s "
-                f"({snap.agent_state}, {snap.agent_restarts} restarts)"
-            )
-    problems.extend(f"{name} disconnected" for name, up in sorted(snap.platforms.items()) if not up)
-    return problems
+def _verdict(snap: HealthSnapshot) -> tuple[list[str], list[str]]:
+    problems: list[str] = []
+    warnings: list[str] = []
+    grace = snap.agent_grace_seconds
+    bad = [w for w in snap.workers if w.down_too_long(grace)]
+    if snap.workers and len(bad) == len(snap.workers):
+        problems.extend(_describe(w) for w in bad)
+    else:
+        warnings.extend(_describe(w) for w in bad)
+        warnings.extend(f"worker {w.name} is {w.state}" for w in snap.workers
+                        if w.state != READY and w not in bad and len(snap.workers) > 1)
+    problems.extend(f"{name} disconnected" for name, up in sorted(snap.platforms.items())
+                    if not up)
+    problems.extend(f"{name} keeps failing" for name in snap.failing)
+    return problems, warnings
+
+
+def _describe(worker: WorkerHealth) -> str:
+    who = "agent" if worker.name == "agent" else f"worker {worker.name}"
+    if worker.state not in _TRANSIENT:
+        return f"{who} is {worker.state}"
+    return (f"{who} not ready for {worker.down_seconds:.0f}s ({worker.state}, "
+            f"{worker.restarts} restarts)")
 
 
 def _iso(ts: float | None) -> str | None:
@@ -115,13 +164,16 @@ def apply_snapshot(metrics: Metrics, snap: HealthSnapshot) -> None:
     """Refresh the gauges from a snapshot, so /metrics is current without a polling task."""
     metrics.set_queue(snap.queue_depth, snap.in_flight)
     metrics.set_outbox(snap.outbox_pending, snap.oldest_undelivered_age_seconds)
-    metrics.set_agent_up(snap.agent_state == READY)
+    metrics.set_agent_up(snap.agent_up)
+    for worker in snap.workers:
+        metrics.set_worker(worker.name, up=worker.state == READY, busy=worker.busy)
 
 
 async def _take(snapshot: SnapshotFn, timeout: float) -> HealthSnapshot | str:
     """The snapshot, or why there is none (a stuck database must not hang the prober)."""
     try:
-        return await asyncio.wait_for(snapshot(), timeout)
+        async with asyncio.timeout(timeout):
+            return await snapshot()
     except TimeoutError:
         return f"no snapshot within {timeout:g}s"
     except Exception as exc:

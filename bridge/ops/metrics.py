@@ -3,24 +3,26 @@
 The registry is owned by the Metrics object rather than prometheus_client's global one, so
 several bridges (tests, `picobridge chat` next to a daemon) never share or collide on series.
 
-Counters can be fed two ways: an event method at the moment something happens, or a `sync_*`
-call with a cumulative total that some component already keeps (Intake.received, the agent's
-restarts), typically at scrape time. Use one way per counter, never both, or it counts twice.
+Counters follow cumulative totals the core components keep (their `stats()` snapshots), taken
+at scrape time: this module reads them and never changes them. The turn-latency histogram is
+the router's own, exported as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from picobridge.core.stats import HistogramSnapshot
 
 PREFIX = "picobridge_"
 PLATFORMS = ("telegram", "slack")
-# adapters.base.Outcome values, spelled out so this module stays free of adapter imports.
+# contract.Outcome values.
 OUTCOMES = ("done", "failed", "requeued")
-# Agent turns run from about a second to agent.turn_timeout (600 s by default).
-TURN_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 
 PlatformCounter = Literal[
     "messages_in",
@@ -40,6 +42,28 @@ _PLATFORM_COUNTERS: dict[PlatformCounter, str] = {
 }
 
 
+class _TurnLatency(Collector):
+    """The router's turn-duration histogram as of the last sync."""
+
+    def __init__(self) -> None:
+        self.latest: HistogramSnapshot | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(
+            f"{PREFIX}turn_latency_seconds",
+            "Time from dispatching a turn to the agent's answer")
+        snap = self.latest
+        buckets: list[tuple[str, float]] = []
+        running = 0
+        bounds = [*snap.buckets, float("inf")] if snap else [float("inf")]
+        counts = snap.counts if snap else (0,)
+        for bound, count in zip(bounds, counts, strict=True):
+            running += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
+        family.add_metric([], buckets, snap.total if snap else 0.0)
+        yield family
+
+
 class Metrics:
     def __init__(self, platforms: Iterable[str] = PLATFORMS) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -47,21 +71,18 @@ class Metrics:
             kind: Counter(f"{PREFIX}{kind}_total", text, ["platform"], registry=self.registry)
             for kind, text in _PLATFORM_COUNTERS.items()
         }
-        self._turns = Counter(
-            f"{PREFIX}turns_total",
-            "Agent turns finished, by outcome",
-            ["outcome"],
-            registry=self.registry,
-        )
-        self._restarts = Counter(
-            f"{PREFIX}agent_restarts_total", "Agent process restarts", registry=self.registry
-        )
-        self._latency = Histogram(
-            f"{PREFIX}turn_latency_seconds",
-            "Time from dispatching a turn to the agent's answer",
-            buckets=TURN_BUCKETS,
-            registry=self.registry,
-        )
+        self._turns = Counter(f"{PREFIX}turns_total", "Agent turns finished, by outcome",
+                              ["outcome"], registry=self.registry)
+        self._restarts = Counter(f"{PREFIX}agent_restarts_total",
+                                 "Agent process restarts, all workers", registry=self.registry)
+        self._worker_restarts = Counter(f"{PREFIX}worker_restarts_total",
+                                        "Agent process restarts per worker", ["worker"],
+                                        registry=self.registry)
+        self._worker_turns = Counter(f"{PREFIX}worker_turns_total",
+                                     "Agent turns answered per worker", ["worker"],
+                                     registry=self.registry)
+        self._latency = _TurnLatency()
+        self.registry.register(self._latency)
         self._queue_depth = self._gauge("queue_depth", "Messages waiting for or in a turn")
         self._in_flight = self._gauge("in_flight", "Agent turns running")
         self._outbox_pending = self._gauge("outbox_pending", "Replies not yet delivered")
@@ -69,7 +90,11 @@ class Metrics:
             "oldest_undelivered_age_seconds",
             "Age of the oldest message without a delivered reply (0 when there is none)",
         )
-        self._agent_up = self._gauge("agent_up", "1 while the agent is ready, else 0")
+        self._agent_up = self._gauge("agent_up", "1 while at least one agent worker is ready")
+        self._worker_up = Gauge(f"{PREFIX}worker_up", "1 while the worker's agent is ready",
+                                ["worker"], registry=self.registry)
+        self._worker_busy = Gauge(f"{PREFIX}worker_busy", "Turns running on the worker",
+                                  ["worker"], registry=self.registry)
         self._synced: dict[str, int] = {}
         # Export zeroes for known label values: a series that appears only after the first
         # event breaks rate() and absent()-style alerts.
@@ -82,51 +107,26 @@ class Metrics:
     def _gauge(self, name: str, text: str) -> Gauge:
         return Gauge(f"{PREFIX}{name}", text, registry=self.registry)
 
-    # -- events ----------------------------------------------------------------------------
-
-    def message_in(self, platform: str) -> None:
-        self._platform["messages_in"].labels(platform).inc()
-
-    def message_out(self, platform: str) -> None:
-        self._platform["messages_out"].labels(platform).inc()
-
-    def delivery_failed(self, platform: str) -> None:
-        self._platform["delivery_failures"].labels(platform).inc()
-
-    def rate_limited(self, platform: str) -> None:
-        self._platform["platform_429"].labels(platform).inc()
-
-    def duplicate(self, platform: str) -> None:
-        self._platform["duplicates"].labels(platform).inc()
-
-    def denied(self, platform: str) -> None:
-        self._platform["denied"].labels(platform).inc()
-
-    def turn_finished(self, outcome: str, seconds: float | None = None) -> None:
-        self._turns.labels(outcome).inc()
-        if seconds is not None:
-            self.observe_turn_latency(seconds)
-
-    def observe_turn_latency(self, seconds: float) -> None:
-        self._latency.observe(max(0.0, seconds))
-
-    def agent_restarted(self) -> None:
-        self._restarts.inc()
-
     # -- cumulative totals kept elsewhere ----------------------------------------------------
 
     def sync_platform_totals(self, kind: PlatformCounter, totals: Mapping[str, int]) -> None:
-        """Bring `kind` up to per-platform running totals, e.g. Intake.received."""
+        """Bring `kind` up to per-platform running totals, e.g. IntakeStats.received."""
         counter = self._platform[kind]
         for platform, total in totals.items():
             counter.labels(platform).inc(self._delta(f"{kind}:{platform}", total))
 
     def sync_turn_totals(self, totals: Mapping[str, int]) -> None:
-        """Bring turns_total up to running totals by outcome (Router.turn_outcomes)."""
+        """Bring turns_total up to running totals by outcome (RouterStats.outcomes)."""
         for outcome, total in totals.items():
             self._turns.labels(outcome).inc(self._delta(f"turns:{outcome}", total))
 
-    def sync_agent_restarts(self, total: int) -> None:
+    def sync_turn_latency(self, histogram: HistogramSnapshot) -> None:
+        self._latency.latest = histogram
+
+    def sync_worker(self, worker: str, restarts: int, turns: int) -> None:
+        self._worker_restarts.labels(worker).inc(self._delta(f"restarts:{worker}", restarts))
+        self._worker_turns.labels(worker).inc(self._delta(f"wturns:{worker}", turns))
+        total = sum(v for k, v in self._synced.items() if k.startswith("restarts:"))
         self._restarts.inc(self._delta("agent_restarts", total))
 
     def _delta(self, key: str, total: int) -> int:
@@ -147,6 +147,10 @@ class Metrics:
 
     def set_agent_up(self, up: bool) -> None:
         self._agent_up.set(1 if up else 0)
+
+    def set_worker(self, worker: str, *, up: bool, busy: int) -> None:
+        self._worker_up.labels(worker).set(1 if up else 0)
+        self._worker_busy.labels(worker).set(busy)
 
     # -- exposition ------------------------------------------------------------------------
 

@@ -1,21 +1,26 @@
 """What the service manager and the operator see of a running bridge: systemd readiness,
-status and watchdog, the health snapshot behind /healthz, and the metrics behind /metrics."""
+status and watchdog, the health snapshot behind /healthz, and the metrics behind /metrics.
+
+Operations read the core through `Sources`, a handful of read-only views the wiring hands
+over; they change nothing in it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from picobridge.agent.port import AgentState
-from picobridge.ops.health import HealthSnapshot, add_health_routes, agent_grace_seconds
+from aiohttp import web
+
+from picobridge.agent.port import WorkerInfo, WorkerState
+from picobridge.core.stats import IntakeStats, OutboxStats, RouterStats
+from picobridge.ops.health import HealthSnapshot, WorkerHealth, add_health_routes
 from picobridge.ops.metrics import Metrics
 from picobridge.ops.sdnotify import Notifier, run_watchdog
-
-if TYPE_CHECKING:
-    from picobridge.cli.wiring import Bridge
 
 log = logging.getLogger("picobridge.ops")
 
@@ -24,93 +29,126 @@ PLATFORM_STALE_AFTER = 300.0
 STATUS_EVERY = 5.0
 
 
-def platforms_up(bridge: Bridge) -> dict[str, bool]:
-    return {p: bridge.intake.connections.get(p, False) for p in bridge.adapters}
+class StoreFigures(Protocol):
+    async def counts(self) -> dict[str, int]: ...
+
+    async def oldest_open_age(self) -> float | None: ...
 
 
-def agent_down_seconds(bridge: Bridge, now: float | None = None) -> float:
-    since = bridge.agent.unready_since
-    return 0.0 if since is None else (time.monotonic() if now is None else now) - since
+@dataclass(frozen=True)
+class Sources:
+    """Read-only views of the running bridge."""
+
+    platforms: Sequence[str]  # the enabled ones
+    workers: Callable[[], list[WorkerInfo]]
+    router: Callable[[], RouterStats]
+    intake: Callable[[], IntakeStats]
+    outbox: Callable[[], OutboxStats]
+    store: StoreFigures
+    failing: Callable[[], tuple[str, ...]]  # long-lived tasks that keep failing
+    first_ready: Callable[[], Awaitable[None]]  # returns once any worker has been ready
+    connections_changed: asyncio.Event
+    restart_budget: float
+    agent_grace: float
 
 
-async def snapshot(bridge: Bridge, metrics: Metrics) -> HealthSnapshot:
-    sync_metrics(bridge, metrics)
-    counts = await bridge.store.counts()
-    agent = bridge.agent
+def platforms_up(sources: Sources) -> dict[str, bool]:
+    connections = sources.intake().connections
+    return {p: connections.get(p, False) for p in sources.platforms}
+
+
+def _worker_health(info: WorkerInfo, busy: int, now: float) -> WorkerHealth:
+    down = 0.0 if info.down_since is None else max(0.0, now - info.down_since)
+    return WorkerHealth(info.name, info.state.value, info.pid, info.last_pong, info.restarts,
+                        down, busy)
+
+
+async def snapshot(sources: Sources, metrics: Metrics) -> HealthSnapshot:
+    router = sources.router()
+    sync_metrics(sources, metrics, router)
+    counts = await sources.store.counts()
+    now = time.monotonic()
+    workers = tuple(_worker_health(w, router.busy.get(w.name, 0), now)
+                    for w in sources.workers())
     return HealthSnapshot(
-        agent_state=agent.state.value,
-        agent_pid=agent.pid,
-        agent_last_pong=agent.last_pong,
-        agent_restarts=agent.restarts,
-        agent_down_seconds=agent_down_seconds(bridge),
-        platforms=platforms_up(bridge),
-        queue_depth=bridge.router.queue_depth,
-        in_flight=bridge.router.in_flight,
+        workers=workers,
+        platforms=platforms_up(sources),
+        queue_depth=router.queue_depth,
+        in_flight=router.in_flight,
         outbox_pending=counts.get("outbox_pending", 0),
-        oldest_undelivered_age_seconds=await bridge.store.oldest_open_age(),
-        agent_grace_seconds=agent_grace_seconds(bridge.settings.agent.ready_timeout),
+        oldest_undelivered_age_seconds=await sources.store.oldest_open_age(),
+        agent_grace_seconds=sources.agent_grace,
+        failing=sources.failing(),
     )
 
 
-def sync_metrics(bridge: Bridge, metrics: Metrics) -> None:
-    """Carry the components' running totals over to the Prometheus counters."""
-    intake, outbox, router = bridge.intake, bridge.outbox, bridge.router
+def sync_metrics(sources: Sources, metrics: Metrics, router: RouterStats) -> None:
+    """Carry the components' running totals over to the Prometheus series."""
+    intake, outbox = sources.intake(), sources.outbox()
     metrics.sync_platform_totals("messages_in", intake.received)
     metrics.sync_platform_totals("duplicates", intake.duplicates)
     metrics.sync_platform_totals("denied", intake.denied)
     metrics.sync_platform_totals("messages_out", outbox.sent)
     metrics.sync_platform_totals("delivery_failures", outbox.failed)
     metrics.sync_platform_totals("platform_429", outbox.rate_limited)
-    metrics.sync_agent_restarts(bridge.agent.restarts)
-    metrics.sync_turn_totals(router.turn_outcomes)
-    seconds, router.turn_seconds[:] = list(router.turn_seconds), []
-    for value in seconds:
-        metrics.observe_turn_latency(value)
+    metrics.sync_turn_totals(router.outcomes)
+    metrics.sync_turn_latency(router.turn_seconds)
+    for worker in sources.workers():
+        metrics.sync_worker(worker.name, worker.restarts, worker.turns)
 
 
-def watchdog_healthy(bridge: Bridge, now: Callable[[], float] = time.monotonic) -> bool:
-    """Keep-alives continue while the agent is ready or restarting within its budget and every
-    platform connection is up or reconnecting within a few minutes."""
+def watchdog_healthy(sources: Sources, now: Callable[[], float] = time.monotonic) -> bool:
+    """Keep-alives continue while some worker is ready or restarting within its budget, no
+    component keeps failing, and every platform connection is up or reconnecting within a
+    few minutes."""
     t = now()
-    agent = bridge.agent
-    if agent.state is AgentState.STOPPED:
+    workers = sources.workers()
+    if not any(_within_budget(w, t, sources.restart_budget) for w in workers):
         return False
-    if agent.unready_since is not None and \
-            t - agent.unready_since > bridge.settings.agent.restart_budget:
+    if sources.failing():
         return False
     return all(t - since <= PLATFORM_STALE_AFTER
-               for since in bridge.intake.disconnected_since.values())
+               for since in sources.intake().disconnected_since.values())
 
 
-def status_line(bridge: Bridge) -> str:
-    agent = bridge.agent
-    parts = [f"agent {agent.state.value}", f"queue {bridge.router.queue_depth}",
-             f"in flight {bridge.router.in_flight}"]
-    parts += [f"{p} {'up' if up else 'down'}" for p, up in sorted(platforms_up(bridge).items())]
+def _within_budget(worker: WorkerInfo, now: float, budget: float) -> bool:
+    if worker.state is WorkerState.STOPPED:
+        return False
+    return worker.down_since is None or now - worker.down_since <= budget
+
+
+def status_line(sources: Sources) -> str:
+    workers = sources.workers()
+    ready = sum(1 for w in workers if w.state is WorkerState.READY)
+    if len(workers) == 1:
+        agent = f"agent {workers[0].state.value}"
+    else:
+        agent = f"agent {'ready' if ready else 'down'} ({ready}/{len(workers)} workers)"
+    router = sources.router()
+    parts = [agent, f"queue {router.queue_depth}", f"in flight {router.in_flight}"]
+    parts += [f"{p} {'up' if up else 'down'}" for p, up in sorted(platforms_up(sources).items())]
     return ", ".join(parts)
 
 
 class Operations:
     """Runs beside the bridge: tells systemd how it is, serves health and metrics."""
 
-    def __init__(self, bridge: Bridge, notifier: Notifier, metrics: Metrics) -> None:
-        self._bridge = bridge
+    def __init__(self, sources: Sources, notifier: Notifier, metrics: Metrics) -> None:
+        self._sources = sources
         self._notifier = notifier
         self._metrics = metrics
         self._tasks: list[asyncio.Task[None]] = []
 
-    def add_routes(self) -> None:
+    def add_routes(self, app: web.Application) -> None:
         """Register /healthz and /metrics; must run before the HTTP server starts."""
-        if self._bridge.http is not None:
-            add_health_routes(self._bridge.http.app,
-                              lambda: snapshot(self._bridge, self._metrics), self._metrics)
+        add_health_routes(app, lambda: snapshot(self._sources, self._metrics), self._metrics)
 
     def start(self) -> None:
         self._tasks = [
             asyncio.create_task(self._announce_ready(), name="ops-ready"),
             asyncio.create_task(self._status_loop(), name="ops-status"),
             asyncio.create_task(run_watchdog(self._notifier,
-                                             lambda: watchdog_healthy(self._bridge)),
+                                             lambda: watchdog_healthy(self._sources)),
                                 name="ops-watchdog"),
         ]
 
@@ -121,18 +159,18 @@ class Operations:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _announce_ready(self) -> None:
-        bridge = self._bridge
-        await bridge.agent.first_ready.wait()
-        while not all(platforms_up(bridge).values()):
-            bridge.intake.connections_changed.clear()
-            await bridge.intake.connections_changed.wait()
-        log.info("ready: %s", status_line(bridge))
-        self._notifier.ready(status_line(bridge))
+        sources = self._sources
+        await sources.first_ready()
+        while not all(platforms_up(sources).values()):
+            sources.connections_changed.clear()
+            await sources.connections_changed.wait()
+        log.info("ready: %s", status_line(sources))
+        self._notifier.ready(status_line(sources))
 
     async def _status_loop(self) -> None:
         last = ""
         while True:
-            line = status_line(self._bridge)
+            line = status_line(self._sources)
             if line != last:
                 self._notifier.status(line)
                 last = line

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from picobridge.ops.health import (
     DEFAULT_AGENT_GRACE,
     HealthSnapshot,
+    WorkerHealth,
     add_health_routes,
     agent_grace_seconds,
 )
@@ -23,12 +24,10 @@ from picobridge.ops.metrics import Metrics
 
 pytestmark = pytest.mark.timeout(30)
 
+WORKER = WorkerHealth(name="w1", state="ready", pid=4321, last_pong=1_700_000_000.0,
+                      restarts=2, down_seconds=0.0, busy=1)
 GOOD = HealthSnapshot(
-    agent_state="ready",
-    agent_pid=4321,
-    agent_last_pong=1_700_000_000.0,
-    agent_restarts=2,
-    agent_down_seconds=0.0,
+    workers=(WORKER,),
     platforms={"telegram": True, "slack": True},
     queue_depth=3,
     in_flight=1,
@@ -38,7 +37,11 @@ GOOD = HealthSnapshot(
 
 
 def variant(**changes: Any) -> HealthSnapshot:
-    return dataclasses.replace(GOOD, **changes)
+    """GOOD with its one worker changed by the worker's fields, the rest by the snapshot's."""
+    worker_fields = {f.name for f in dataclasses.fields(WorkerHealth)}
+    mine = {k: v for k, v in changes.items() if k in worker_fields}
+    rest = {k: v for k, v in changes.items() if k not in worker_fields}
+    return dataclasses.replace(GOOD, workers=(dataclasses.replace(WORKER, **mine),), **rest)
 
 
 SnapshotFn = Callable[[], Awaitable[HealthSnapshot]]
@@ -82,16 +85,14 @@ def fixed(snap: HealthSnapshot) -> SnapshotFn:
     ("changes", "healthy"),
     [
         ({}, True),
-        ({"agent_state": "restarting", "agent_down_seconds": 4.0}, True),
-        ({"agent_state": "starting", "agent_down_seconds": DEFAULT_AGENT_GRACE}, True),
-        ({"agent_state": "restarting", "agent_down_seconds": DEFAULT_AGENT_GRACE + 1}, False),
-        (
-            {"agent_state": "starting", "agent_down_seconds": 100.0, "agent_grace_seconds": 200.0},
-            True,
-        ),
-        ({"agent_state": "stopped"}, False),
+        ({"state": "restarting", "down_seconds": 4.0}, True),
+        ({"state": "starting", "down_seconds": DEFAULT_AGENT_GRACE}, True),
+        ({"state": "restarting", "down_seconds": DEFAULT_AGENT_GRACE + 1}, False),
+        ({"state": "starting", "down_seconds": 100.0, "agent_grace_seconds": 200.0}, True),
+        ({"state": "stopped"}, False),
         ({"platforms": {"telegram": True, "slack": False}}, False),
         ({"platforms": {}}, True),  # nothing enabled to be disconnected (e.g. console chat)
+        ({"failing": ("outbox",)}, False),
     ],
 )
 def test_verdict(changes: dict[str, Any], healthy: bool) -> None:
@@ -99,15 +100,29 @@ def test_verdict(changes: dict[str, Any], healthy: bool) -> None:
 
 
 def test_problems_say_why() -> None:
-    snap = variant(
-        agent_state="restarting",
-        agent_down_seconds=500.0,
-        platforms={"telegram": False, "slack": True},
-    )
+    snap = variant(state="restarting", down_seconds=500.0,
+                   platforms={"telegram": False, "slack": True})
     assert snap.problems == (
-        "agent not ready for 500s (restarting, 2 restarts)",
+        "worker w1 not ready for 500s (restarting, 2 restarts)",
         "telegram disconnected",
     )
+
+
+def test_a_pool_is_degraded_while_some_workers_are_down_and_unhealthy_when_all_are() -> None:
+    down = dataclasses.replace(WORKER, name="w2", state="restarting", pid=None,
+                               down_seconds=DEFAULT_AGENT_GRACE + 5)
+    starting = dataclasses.replace(WORKER, name="w3", state="starting", pid=None,
+                                   down_seconds=1.0)
+    degraded = dataclasses.replace(GOOD, workers=(WORKER, down, starting))
+    assert degraded.healthy and degraded.status == "degraded"
+    assert degraded.warnings == (
+        f"worker w2 not ready for {DEFAULT_AGENT_GRACE + 5:.0f}s (restarting, 2 restarts)",
+        "worker w3 is starting",
+    )
+    stopped = dataclasses.replace(WORKER, state="stopped", pid=None)
+    dead = dataclasses.replace(GOOD, workers=(stopped, down))
+    assert not dead.healthy and dead.status == "unhealthy"
+    assert dead.to_json()["agent"]["workers_ready"] == 0
 
 
 def test_grace_follows_ready_timeout() -> None:
@@ -126,11 +141,15 @@ async def test_healthz_ok_body(client: Client) -> None:
     assert await response.json() == {
         "status": "ok",
         "problems": [],
+        "warnings": [],
         "agent": {
             "state": "ready",
             "pid": 4321,
             "last_pong": "2023-11-14T22:13:20+00:00",
             "restarts": 2,
+            "workers_ready": 1,
+            "workers": [{"name": "w1", "state": "ready", "pid": 4321,
+                         "last_pong": "2023-11-14T22:13:20+00:00", "restarts": 2, "busy": 1}],
         },
         "platforms": {"slack": "connected", "telegram": "connected"},
         "queue_depth": 3,
@@ -151,15 +170,13 @@ async def test_healthz_503_when_a_platform_is_down(client: Client) -> None:
 
 
 async def test_healthz_nulls_before_the_first_pong(client: Client) -> None:
-    snap = variant(
-        agent_state="starting",
-        agent_pid=None,
-        agent_last_pong=None,
-        agent_down_seconds=1.0,
-        oldest_undelivered_age_seconds=None,
-    )
+    snap = variant(state="starting", pid=None, last_pong=None, down_seconds=1.0, busy=0,
+                   oldest_undelivered_age_seconds=None)
     body = await (await (await client(fixed(snap))).get("/healthz")).json()
-    assert body["agent"] == {"state": "starting", "pid": None, "last_pong": None, "restarts": 2}
+    assert body["agent"] == {"state": "starting", "pid": None, "last_pong": None, "restarts": 2,
+                             "workers_ready": 0,
+                             "workers": [{"name": "w1", "state": "starting", "pid": None,
+                                          "last_pong": None, "restarts": 2, "busy": 0}]}
     assert body["oldest_undelivered_age_seconds"] is None
     assert body["status"] == "ok"
 
@@ -187,7 +204,7 @@ async def test_healthz_503_when_the_snapshot_hangs(client: Client) -> None:
 
 
 async def test_each_request_takes_a_fresh_snapshot(client: Client) -> None:
-    snaps = iter([GOOD, variant(agent_state="stopped")])
+    snaps = iter([GOOD, variant(state="stopped")])
 
     async def changing() -> HealthSnapshot:
         return next(snaps)
@@ -202,7 +219,7 @@ async def test_each_request_takes_a_fresh_snapshot(client: Client) -> None:
 
 async def test_metrics_exposition_with_fresh_gauges(client: Client) -> None:
     metrics = Metrics()
-    metrics.message_in("telegram")
+    metrics.sync_platform_totals("messages_in", {"telegram": 1})
     http = await client(fixed(GOOD), metrics)
     response = await http.get("/metrics")
     assert response.status == 200
@@ -218,6 +235,8 @@ async def test_metrics_exposition_with_fresh_gauges(client: Client) -> None:
     assert values[("picobridge_outbox_pending", ())] == 2
     assert values[("picobridge_oldest_undelivered_age_seconds", ())] == pytest.approx(12.345)
     assert values[("picobridge_agent_up", ())] == 1
+    assert values[("picobridge_worker_up", (("worker", "w1"),))] == 1
+    assert values[("picobridge_worker_busy", (("worker", "w1"),))] == 1
 
 
 async def test_metrics_still_served_when_the_snapshot_fails(client: Client) -> None:

@@ -6,6 +6,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from picobridge.core.stats import Histogram
 from picobridge.ops.metrics import Metrics
 
 
@@ -52,18 +53,15 @@ def test_known_labels_start_at_zero() -> None:
     assert ("picobridge_messages_in_total", (("platform", "slack"),)) not in samples(metrics)
 
 
-def test_events_count_per_label() -> None:
+def test_totals_count_per_label() -> None:
     metrics = Metrics()
-    metrics.message_in("telegram")
-    metrics.message_in("telegram")
-    metrics.message_in("slack")
-    metrics.message_out("slack")
-    metrics.delivery_failed("telegram")
-    metrics.rate_limited("slack")
-    metrics.rate_limited("slack")
-    metrics.duplicate("telegram")
-    metrics.denied("slack")
-    metrics.agent_restarted()
+    metrics.sync_platform_totals("messages_in", {"telegram": 2, "slack": 1})
+    metrics.sync_platform_totals("messages_out", {"slack": 1})
+    metrics.sync_platform_totals("delivery_failures", {"telegram": 1})
+    metrics.sync_platform_totals("platform_429", {"slack": 2})
+    metrics.sync_platform_totals("duplicates", {"telegram": 1})
+    metrics.sync_platform_totals("denied", {"slack": 1})
+    metrics.sync_worker("w1", restarts=1, turns=4)
     assert value(metrics, "picobridge_messages_in_total", platform="telegram") == 2
     assert value(metrics, "picobridge_messages_in_total", platform="slack") == 1
     assert value(metrics, "picobridge_messages_out_total", platform="slack") == 1
@@ -73,20 +71,24 @@ def test_events_count_per_label() -> None:
     assert value(metrics, "picobridge_duplicates_total", platform="telegram") == 1
     assert value(metrics, "picobridge_denied_total", platform="slack") == 1
     assert value(metrics, "picobridge_agent_restarts_total") == 1
+    assert value(metrics, "picobridge_worker_restarts_total", worker="w1") == 1
+    assert value(metrics, "picobridge_worker_turns_total", worker="w1") == 4
 
 
-def test_turns_and_latency_histogram() -> None:
+def test_turns_and_the_routers_latency_histogram() -> None:
     metrics = Metrics()
-    metrics.turn_finished("done", 1.5)
-    metrics.turn_finished("done", 45.0)
-    metrics.turn_finished("failed")
-    metrics.observe_turn_latency(-0.1)  # a clock hiccup must not poison the sum
+    durations = Histogram()
+    for seconds in (1.5, 45.0, -0.1):  # a clock hiccup must not poison the sum
+        durations.observe(seconds)
+    metrics.sync_turn_totals({"done": 2, "failed": 1})
+    metrics.sync_turn_latency(durations.snapshot())
     assert value(metrics, "picobridge_turns_total", outcome="done") == 2
     assert value(metrics, "picobridge_turns_total", outcome="failed") == 1
     assert value(metrics, "picobridge_turn_latency_seconds_count") == 3
     assert value(metrics, "picobridge_turn_latency_seconds_sum") == pytest.approx(46.5)
     assert value(metrics, "picobridge_turn_latency_seconds_bucket", le="2.0") == 2
     assert value(metrics, "picobridge_turn_latency_seconds_bucket", le="60.0") == 3
+    assert value(metrics, "picobridge_turn_latency_seconds_bucket", le="+Inf") == 3
 
 
 def test_gauges_follow_the_latest_values() -> None:
@@ -111,9 +113,9 @@ def test_sync_from_running_totals_counts_only_the_difference() -> None:
     metrics = Metrics()
     metrics.sync_platform_totals("messages_in", {"telegram": 3, "slack": 1})
     metrics.sync_platform_totals("messages_in", {"telegram": 5, "slack": 1})
-    metrics.sync_agent_restarts(2)
-    metrics.sync_agent_restarts(2)
-    metrics.sync_agent_restarts(4)
+    metrics.sync_worker("w1", restarts=2, turns=0)
+    metrics.sync_worker("w1", restarts=2, turns=0)
+    metrics.sync_worker("w1", restarts=4, turns=0)
     assert value(metrics, "picobridge_messages_in_total", platform="telegram") == 5
     assert value(metrics, "picobridge_messages_in_total", platform="slack") == 1
     assert value(metrics, "picobridge_agent_restarts_total") == 4
@@ -124,7 +126,7 @@ def test_sync_from_running_totals_counts_only_the_difference() -> None:
 
 def test_each_instance_has_its_own_registry() -> None:
     first, second = Metrics(), Metrics()  # would raise "Duplicated timeseries" if shared
-    first.message_in("telegram")
+    first.sync_platform_totals("messages_in", {"telegram": 1})
     assert value(second, "picobridge_messages_in_total", platform="telegram") == 0
     assert (
         REGISTRY.get_sample_value("picobridge_messages_in_total", {"platform": "telegram"}) is None

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from picobridge.agent.port import AgentRequest, Failure, Progress, Reply
+from picobridge.agent.port import (
+    AgentEvent,
+    AgentListener,
+    AgentRequest,
+    Failure,
+    Progress,
+    Reply,
+    WorkerInfo,
+)
 from picobridge.contract import (
     Adapter,
     BridgeLink,
@@ -24,7 +32,7 @@ from picobridge.contract import (
     ReplyKind,
 )
 from picobridge.core.access import AccessPolicy
-from picobridge.core.commands import AgentSummary, Commands
+from picobridge.core.commands import Commands
 from picobridge.core.intake import AGENT_DOWN_TEXT, Intake
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
@@ -68,15 +76,33 @@ class Recorder(Adapter):
             await asyncio.wait_for(self.changed.wait_for(lambda: len(self.sent) >= n), 5)
 
 
-@dataclass
+@dataclass(eq=False)
 class ScriptedAgent:
+    """One scripted worker that is also its own pool."""
+
+    max_in_flight: int = 1
+    ready: bool = False
     requests: asyncio.Queue[AgentRequest] = field(default_factory=asyncio.Queue)
     restarts: list[str] = field(default_factory=list)
     restarted: asyncio.Event = field(default_factory=asyncio.Event)
     # While set, a write waits for it (an agent slow to read its input).
     hold: asyncio.Event | None = None
     entered: asyncio.Event = field(default_factory=asyncio.Event)
+    name: str = "w1"
 
+    # AgentPool
+    def start(self, listener: AgentListener) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def workers(self) -> list[ScriptedAgent]:
+        return [self]
+
+    def place(self, session: str, busy: Mapping[str, int]) -> ScriptedAgent | None:
+        return self if self.ready and busy.get(self.name, 0) < self.max_in_flight else None
+
+    # Worker
     async def send(self, request: AgentRequest) -> None:
         self.entered.set()
         if self.hold is not None:
@@ -86,6 +112,9 @@ class ScriptedAgent:
     def restart(self, reason: str) -> None:
         self.restarts.append(reason)
         self.restarted.set()
+
+    def cancel_turn(self, session: str, reason: str) -> None:
+        self.restart(reason)
 
     async def next(self) -> AgentRequest:
         return await asyncio.wait_for(self.requests.get(), 5)
@@ -99,6 +128,17 @@ class Rig:
     adapter: Recorder
     outbox: Outbox
     n: int = 0
+
+    async def ready(self) -> None:
+        self.agent.ready = True
+        await self.router.worker_ready(self.agent)
+
+    async def lost(self, reason: str) -> None:
+        self.agent.ready = False
+        await self.router.worker_lost(self.agent, reason)
+
+    async def event(self, event: AgentEvent) -> None:
+        await self.router.agent_event(self.agent, event)
 
     async def submit(self, chat_id: str, text: str) -> None:
         self.n += 1
@@ -115,11 +155,10 @@ async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[R
     store = await Store.open(tmp_path / "r.db")
     adapter = Recorder()
     outbox = Outbox(store, {"test": adapter})
-    router = Router(store, outbox, {"test": adapter}, max_in_flight=opts.get("max_in_flight", 1),
+    agent = ScriptedAgent(max_in_flight=opts.get("max_in_flight", 1))
+    router = Router(store, outbox, {"test": adapter}, agent,
                     turn_timeout=opts.get("turn_timeout", 60), max_attempts=3,
                     coalesce=opts.get("coalesce", True))
-    agent = ScriptedAgent()
-    router.attach_agent(agent)
     await router.start()
     yield Rig(store, router, agent, adapter, outbox)
     await router.stop(0)
@@ -129,19 +168,19 @@ async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[R
 
 async def test_chats_are_served_round_robin(rig: Rig) -> None:
     await rig.submit("busy", "b0")
-    await rig.router.agent_ready()
+    await rig.ready()
     first = await rig.agent.next()
     await rig.submit("busy", "b1")
     await rig.submit("busy", "b2")
     await rig.submit("quiet", "q0")
     # The busy chat's remaining messages coalesce, but the quiet chat goes next.
-    await rig.router.agent_event(Reply(first.session, "answer b0"))
+    await rig.event(Reply(first.session, "answer b0"))
     second = await rig.agent.next()
     assert second.text == "q0"
-    await rig.router.agent_event(Reply(second.session, "answer q0"))
+    await rig.event(Reply(second.session, "answer q0"))
     third = await rig.agent.next()
     assert third.text == "b1\n\nb2"
-    await rig.router.agent_event(Reply(third.session, "answer b1 b2"))
+    await rig.event(Reply(third.session, "answer b1 b2"))
     await rig.adapter.wait_sent(3)
     assert [(c, r.text) for c, r in rig.adapter.sent] == [
         ("busy", "answer b0"), ("quiet", "answer q0"), ("busy", "answer b1 b2")]
@@ -153,9 +192,9 @@ async def test_chats_are_served_round_robin(rig: Rig) -> None:
 async def test_without_coalescing_each_message_is_a_turn(rig: Rig) -> None:
     await rig.submit("a", "one")
     await rig.submit("a", "two")
-    await rig.router.agent_ready()
+    await rig.ready()
     first = await rig.agent.next()
-    await rig.router.agent_event(Reply(first.session, "1"))
+    await rig.event(Reply(first.session, "1"))
     second = await rig.agent.next()
     assert (first.text, second.text) == ("one", "two")
 
@@ -164,22 +203,23 @@ async def test_without_coalescing_each_message_is_a_turn(rig: Rig) -> None:
 async def test_max_in_flight_bounds_turns_across_chats(rig: Rig) -> None:
     for chat in ("a", "b", "c"):
         await rig.submit(chat, chat)
-    await rig.router.agent_ready()
+    await rig.ready()
     got = {(await rig.agent.next()).text, (await rig.agent.next()).text}
     assert got == {"a", "b"} and rig.agent.requests.empty()
-    assert rig.router.in_flight == 2
+    assert rig.router.stats().in_flight == 2
     session_a = await rig.store.current_session(ChatRef("test", "a"))
-    await rig.router.agent_event(Reply(session_a, "done a"))
+    await rig.event(Reply(session_a, "done a"))
     assert (await rig.agent.next()).text == "c"
 
 
-async def test_records_without_session_belong_to_the_single_turn(rig: Rig) -> None:
+async def test_progress_and_answer_reach_the_turn_of_their_session(rig: Rig) -> None:
     await rig.submit("a", "hello")
-    await rig.router.agent_ready()
-    await rig.agent.next()
-    await rig.router.agent_event(Progress(None, "text", "hel"))
-    await rig.router.agent_event(Progress(None, "tool_start", tool="ls"))
-    await rig.router.agent_event(Reply(None, "hello back"))
+    await rig.ready()
+    request = await rig.agent.next()
+    await rig.event(Progress(request.session, "text", "hel"))
+    await rig.event(Progress(request.session, "tool_start", tool="ls"))
+    await rig.event(Progress("another-session", "text", "not this chat's"))
+    await rig.event(Reply(request.session, "hello back"))
     await rig.adapter.wait_sent(1)
     kinds = [e.kind if isinstance(e, ProgressEvent) else e for _, e in rig.adapter.progress]
     assert kinds == [ProgressKind.STARTED, ProgressKind.TEXT, ProgressKind.TOOL_START,
@@ -189,13 +229,27 @@ async def test_records_without_session_belong_to_the_single_turn(rig: Rig) -> No
     assert rig.adapter.sent[0][1].reply_to == "r1"
 
 
+async def test_an_answer_from_another_worker_is_not_taken_for_the_turn(rig: Rig) -> None:
+    await rig.submit("a", "hello")
+    await rig.ready()
+    request = await rig.agent.next()
+    other = ScriptedAgent(name="w2")
+    await rig.router.agent_event(other, Reply(request.session, "a scheduled job's answer"))
+    await rig.adapter.wait_sent(1)
+    assert rig.adapter.sent[0][1].kind is ReplyKind.UNSOLICITED
+    assert rig.router.status(ChatRef("test", "a")).worker == "w1"  # the turn still runs
+    await rig.event(Reply(request.session, "the answer"))
+    await rig.adapter.wait_sent(2)
+    assert rig.adapter.sent[1][1].kind is ReplyKind.ANSWER
+
+
 async def test_response_without_turn_goes_to_the_session_chat(rig: Rig) -> None:
     await rig.submit("a", "hello")
-    await rig.router.agent_ready()
+    await rig.ready()
     req = await rig.agent.next()
-    await rig.router.agent_event(Reply(req.session, "answer"))
-    await rig.router.agent_event(Reply(req.session, "reminder: water the plants"))
-    await rig.router.agent_event(Reply("no-such-session", "lost"))
+    await rig.event(Reply(req.session, "answer"))
+    await rig.event(Reply(req.session, "reminder: water the plants"))
+    await rig.event(Reply("no-such-session", "lost"))
     await rig.adapter.wait_sent(2)
     assert [(c, r.kind) for c, r in rig.adapter.sent] == [
         ("a", ReplyKind.ANSWER), ("a", ReplyKind.UNSOLICITED)]
@@ -203,9 +257,9 @@ async def test_response_without_turn_goes_to_the_session_chat(rig: Rig) -> None:
 
 async def test_agent_error_ends_the_turn_and_tells_the_user(rig: Rig) -> None:
     await rig.submit("a", "hello")
-    await rig.router.agent_ready()
-    await rig.agent.next()
-    await rig.router.agent_event(Failure(None, "model overloaded", "agent_error"))
+    await rig.ready()
+    request = await rig.agent.next()
+    await rig.event(Failure(request.session, "model overloaded", "agent_error"))
     await rig.adapter.wait_sent(1)
     reply = rig.adapter.sent[0][1]
     assert reply.kind is ReplyKind.ERROR and "model overloaded" in reply.text
@@ -215,12 +269,12 @@ async def test_agent_error_ends_the_turn_and_tells_the_user(rig: Rig) -> None:
 async def test_lost_turn_is_retried_then_given_up(rig: Rig) -> None:
     await rig.submit("a", "poison")
     await rig.submit("b", "fine")
-    await rig.router.agent_ready()
+    await rig.ready()
     for attempt in range(1, 4):
         request = await rig.agent.next()
         assert request.text == "poison"
-        await rig.router.agent_lost(f"crash {attempt}")
-        await rig.router.agent_ready()
+        await rig.lost(f"crash {attempt}")
+        await rig.ready()
     # After the third loss the user is told and the other chat is served.
     assert (await rig.agent.next()).text == "fine"
     await rig.adapter.wait_sent(1)
@@ -232,7 +286,7 @@ async def test_lost_turn_is_retried_then_given_up(rig: Rig) -> None:
 @pytest.mark.parametrize("rig", [{"turn_timeout": 0.2}], indirect=True)
 async def test_silent_turn_asks_for_a_restart(rig: Rig) -> None:
     await rig.submit("a", "hello")
-    await rig.router.agent_ready()
+    await rig.ready()
     await rig.agent.next()
     await asyncio.wait_for(rig.agent.restarted.wait(), 5)
     assert rig.agent.restarts[0].startswith("turn timeout after 0.2s")
@@ -240,7 +294,7 @@ async def test_silent_turn_asks_for_a_restart(rig: Rig) -> None:
 
 async def test_stop_drops_only_queued_messages(rig: Rig) -> None:
     await rig.submit("a", "running")
-    await rig.router.agent_ready()
+    await rig.ready()
     await rig.agent.next()
     await rig.submit("a", "queued 1")
     await rig.submit("a", "queued 2")
@@ -258,12 +312,12 @@ async def test_restart_resumes_unanswered_messages(tmp_path: Path) -> None:
     await store.mark_dispatched([stored.id])  # the daemon died mid-turn
     adapter = Recorder()
     outbox = Outbox(store, {"test": adapter})
-    router = Router(store, outbox, {"test": adapter}, max_in_flight=1, turn_timeout=60,
-                    max_attempts=3, coalesce=True)
     agent = ScriptedAgent()
-    router.attach_agent(agent)
+    router = Router(store, outbox, {"test": adapter}, agent, turn_timeout=60, max_attempts=3,
+                    coalesce=True)
     await router.start()
-    await router.agent_ready()
+    agent.ready = True
+    await router.worker_ready(agent)
     assert (await agent.next()).text == "survivor"
     await router.stop(0)
     await outbox.stop(0)
@@ -272,10 +326,20 @@ async def test_restart_resumes_unanswered_messages(tmp_path: Path) -> None:
 
 async def test_a_long_agent_outage_is_told_once_per_chat_and_outage(rig: Rig) -> None:
     down_since: list[float | None] = [time.monotonic() - 100]
+
+    class Outage:
+        def infos(self) -> list[WorkerInfo]:
+            return []
+
+        def down_since(self) -> float | None:
+            return down_since[0]
+
+        def assigned_worker(self, session: str) -> str | None:
+            return None
+
     intake = Intake(rig.store, rig.router, rig.outbox,
                     AccessPolicy(rig.store, {"test": frozenset({"u"})}),
-                    Commands(rig.store, rig.router, lambda: AgentSummary("down", None, 0, None)),
-                    agent_down_since=lambda: down_since[0], tell_after=50)
+                    Commands(rig.store, rig.router, Outage()), Outage(), tell_after=50)
 
     async def write(chat: str, n: int) -> None:
         await intake.submit(InboundMessage(chat=ChatRef("test", chat), sender_id="u",
@@ -303,7 +367,7 @@ async def test_messages_put_back_after_a_crash_keep_their_lane(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     """A turn's answer finishing its commit while agent_lost runs must not orphan the lane
     the lost turn's messages go back to (they would never be asked again)."""
-    await rig.router.agent_ready()
+    await rig.ready()
     await rig.submit("x", "m1")
     first = await rig.agent.next()
     held = asyncio.Event()
@@ -315,17 +379,17 @@ async def test_messages_put_back_after_a_crash_keep_their_lane(
         return stored
 
     monkeypatch.setattr(rig.store, "add_reply", slow_reply)
-    await rig.router.agent_event(Reply(first.session, "answer 1"))
+    await rig.event(Reply(first.session, "answer 1"))
     await rig.submit("x", "m2")  # its turn starts while answer 1 is still being stored
     assert (await rig.agent.next()).text == "m2"
     monkeypatch.setattr(rig.store, "add_reply", store_reply)
     held.set()
-    await rig.router.agent_lost("crash")  # answer 1's commit completes in here
+    await rig.lost("crash")  # answer 1's commit completes in here
     await rig.submit("x", "m3")
-    await rig.router.agent_ready()
+    await rig.ready()
     again = await rig.agent.next()
     assert again.text == "m2\n\nm3"  # m2 asked again (with m3): nothing stranded
-    await rig.router.agent_event(Reply(again.session, "answer 2+3"))
+    await rig.event(Reply(again.session, "answer 2+3"))
     await rig.adapter.wait_sent(2)
     assert [r.text for _, r in rig.adapter.sent] == ["answer 1", "answer 2+3"]
     assert await rig.store.open_messages() == []
@@ -336,15 +400,15 @@ async def test_turns_of_a_wave_never_sent_are_not_charged_an_attempt(rig: Rig) -
     rig.agent.hold = asyncio.Event()
     for chat in ("a", "b", "c"):
         await rig.submit(chat, f"hello {chat}")
-    await rig.router.agent_ready()  # one wave claims all three, then writes them in turn
+    await rig.ready()  # one wave claims all three, then writes them in turn
     await rig.agent.entered.wait()  # the first write hangs: the others wait behind it
-    await rig.router.agent_lost("crash during the wave")
+    await rig.lost("crash during the wave")
     rig.agent.hold.set()
     attempts = {m.text: m.attempts for m in await rig.store.open_messages()}
     assert attempts == {"hello a": 1, "hello b": 0, "hello c": 0}
     assert (await rig.agent.next()).text == "hello a"  # the write the crash cut short
     rig.agent.hold = None
-    await rig.router.agent_ready()
+    await rig.ready()
     asked = sorted([(await rig.agent.next()).text for _ in range(3)])
     assert asked == ["hello a", "hello b", "hello c"]
 
@@ -374,5 +438,5 @@ async def test_a_late_retry_of_an_earlier_message_is_read_in_writing_order(rig: 
             platform_message_id=f"c-{n}", sent_at=sent_at))
         assert stored is not None
         rig.router.enqueue(stored)
-    await rig.router.agent_ready()
+    await rig.ready()
     assert (await rig.agent.next()).text == "m14\n\nm15\n\nm16\n\nm17\n\nm18"

@@ -13,7 +13,7 @@ import pytest
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
 from picobridge.adapters.slack import files as slack_files
 from picobridge.adapters.slack.files import SlackFiles, host_allowed, looks_like_login_page
-from picobridge.config.settings import AttachmentSettings
+from picobridge.config.sections import AttachmentSettings
 from tests.fakes.fake_slack import DOWNLOAD_ENDPOINT, LOGIN_PAGE_HTML, FakeSlack
 
 

@@ -20,7 +20,7 @@ from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
 from picobridge.adapters.telegram.normalise import BotIdentity
 from picobridge.adapters.telegram.poll import CURSOR, Poller, WebhookReceiver
-from picobridge.config.settings import AttachmentSettings
+from picobridge.config.sections import AttachmentSettings
 from picobridge.contract import ChatRef
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.unit.telegram_memory import MemoryBridge

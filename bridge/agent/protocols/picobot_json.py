@@ -1,24 +1,23 @@
 """picobot's JSON channel (`picobot agent --json`), see shared/seeds/picobot-json-channel.md.
 
-Sessions are sent as plain ids and come back scoped as "json:<id>"; `decode` strips the scope
-so the router only ever sees the ids it chose.
+Sessions are sent as plain ids and come back scoped as "json:<id>"; the scope is stripped so
+the router only ever sees the ids it chose. Progress and error records may carry no session:
+they belong to the turn this driver sent, which is why `agent.max_in_flight` stays 1 per
+process for this protocol (with several turns in flight they could not be told apart, and are
+then logged and dropped rather than pinned on the wrong chat).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import logging
+from typing import Any, ClassVar
 
-from picobridge.agent.port import (
-    AgentEvent,
-    AgentRequest,
-    Failure,
-    Pong,
-    Progress,
-    Ready,
-    Reply,
-    Unknown,
-)
+from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
+from picobridge.agent.port import AgentEvent, AgentRequest, Failure, Progress, Reply
 from picobridge.contract import Attachment
+
+log = logging.getLogger("picobridge.agent")
 
 SESSION_SCOPE = "json:"
 
@@ -49,38 +48,103 @@ def _session(record: dict[str, Any]) -> str | None:
     return value.removeprefix(SESSION_SCOPE)
 
 
-class PicobotCodec:
-    name = "picobot-json"
+def message_record(request: AgentRequest) -> dict[str, Any]:
+    record: dict[str, Any] = {"type": "message", "content": request.text,
+                              "session": request.session}
+    if request.attachments:
+        record["attachments"] = [_attachment(a) for a in request.attachments]
+    return record
 
-    def message(self, request: AgentRequest) -> dict[str, Any]:
-        record: dict[str, Any] = {"type": "message", "content": request.text,
-                                  "session": request.session}
-        if request.attachments:
-            record["attachments"] = [_attachment(a) for a in request.attachments]
-        return record
 
-    def ping(self) -> dict[str, Any]:
-        return {"type": "ping"}
+def decode(record: dict[str, Any]) -> AgentEvent | str | None:
+    """An event (session as the agent wrote it), "ready"/"pong", or None for other records."""
+    kind = record.get("type")
+    if kind == "response":
+        content = record.get("content")
+        if isinstance(content, str):
+            return Reply(_session(record), content)
+        # An answer that is not text is the agent's fault: say so rather than show "None".
+        return Failure(_session(record), "the agent sent an answer without text",
+                       "bad_response")
+    if kind == "progress":
+        event = str(record.get("event", ""))
+        text = record.get("text")
+        return Progress(_session(record), _PROGRESS_KINDS.get(event, event),
+                        text if isinstance(text, str) else "", str(record.get("name") or ""))
+    if kind == "error":
+        code = record.get("code")
+        message = record.get("message")
+        return Failure(_session(record),
+                       message if isinstance(message, str) and message else "unknown error",
+                       code if isinstance(code, str) else None)
+    if kind in ("ready", "pong"):
+        return str(kind)
+    return None
 
-    def shutdown(self) -> dict[str, Any]:
+
+class PicobotDriver(Driver):
+    protocol: ClassVar[str] = "picobot-json"
+
+    def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
+        super().__init__(io, emit, context)
+        self._ready = asyncio.Event()
+        self._pong = asyncio.Event()
+        self._running: list[str] = []  # sessions in the order their turns were sent
+
+    def running(self) -> frozenset[str]:
+        return frozenset(self._running)
+
+    async def handshake(self) -> None:
+        await self._ready.wait()
+
+    async def probe(self) -> None:
+        self._pong.clear()
+        await self._io.write({"type": "ping"})
+        await self._pong.wait()
+
+    async def start_turn(self, request: AgentRequest) -> None:
+        # Listed before the write: a fast agent may answer before the write returns.
+        self._running.append(request.session)
+        try:
+            await self._io.write(message_record(request))
+        except BaseException:
+            self._forget(request.session)
+            raise
+
+    def shutdown_record(self) -> dict[str, Any] | None:
         return {"type": "shutdown"}
 
-    def decode(self, record: dict[str, Any]) -> AgentEvent:
-        kind = record.get("type")
-        if kind == "response":
-            content = record.get("content")
-            return Reply(_session(record), content if isinstance(content, str) else str(content))
-        if kind == "progress":
-            event = str(record.get("event", ""))
-            text = record.get("text")
-            return Progress(_session(record), _PROGRESS_KINDS.get(event, event),
-                            text if isinstance(text, str) else "", str(record.get("name") or ""))
-        if kind == "error":
-            code = record.get("code")
-            return Failure(_session(record), str(record.get("message") or "unknown error"),
-                           code if isinstance(code, str) else None)
-        if kind == "ready":
-            return Ready()
-        if kind == "pong":
-            return Pong()
-        return Unknown(record)
+    async def on_record(self, record: dict[str, Any]) -> None:
+        event = decode(record)
+        if event == "ready":
+            self._ready.set()
+        elif event == "pong":
+            self._pong.set()
+        elif event is None:
+            log.debug("agent record of unknown type ignored: %.200s", record.get("type"))
+        elif not isinstance(event, str):
+            await self._dispatch(event)
+
+    async def _dispatch(self, event: AgentEvent) -> None:
+        if event.session is None:
+            if len(self._running) != 1:
+                log.warning("worker %s: agent %s without a session while %d turns run; "
+                            "dropped", self._context.worker, type(event).__name__.lower(),
+                            len(self._running))
+                return
+            event = _stamped(event, self._running[0])
+        if isinstance(event, Reply | Failure):
+            self._forget(event.session)
+        await self._emit(event)
+
+    def _forget(self, session: str | None) -> None:
+        if session in self._running:
+            self._running.remove(session)
+
+
+def _stamped(event: AgentEvent, session: str) -> AgentEvent:
+    if isinstance(event, Reply):
+        return Reply(session, event.text)
+    if isinstance(event, Progress):
+        return Progress(session, event.kind, event.text, event.tool)
+    return Failure(session, event.message, event.code)

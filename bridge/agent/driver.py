@@ -1,0 +1,80 @@
+"""A protocol driver: how the bridge talks to ONE agent child process.
+
+A driver is created fresh at each spawn (so no state of a dead process leaks into the next)
+and owns the protocol's whole exchange: the handshake, the health probe, and a turn (any
+number of records each way, request ids where the protocol has them). Whatever the agent
+says about a turn comes out through `emit` stamped with the turn's session, even where the
+wire record carries none. The worker supplies the pipes and the clock; the driver never
+spawns, kills or waits for processes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from picobridge.agent.port import AgentEvent, AgentRequest
+from picobridge.config.sections import AgentSettings
+
+
+class DriverIO(Protocol):
+    async def write(self, record: dict[str, Any]) -> None:
+        """Write one record as one line; raises OSError/TimeoutError when the agent is gone
+        or stopped reading."""
+        ...
+
+
+Emit = Callable[[AgentEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class DriverContext:
+    settings: AgentSettings
+    state_dir: Path  # the bridge's state directory (saved attachments, session files)
+    worker: str  # the worker's name, for log lines
+
+
+class Driver(ABC):
+    # The protocol's name in `agent.protocol` (the registry maps names to drivers).
+    protocol: ClassVar[str]
+    # Whether the agent answers the health probe while a turn runs. When it does not, a
+    # probe missed during a turn is tolerated and agent.turn_timeout guards the turn instead.
+    probes_while_busy: ClassVar[bool] = False
+    # Whether a running turn can be stopped without restarting the process.
+    can_abort: ClassVar[bool] = False
+
+    def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
+        self._io = io
+        self._emit = emit
+        self._context = context
+
+    @abstractmethod
+    async def on_record(self, record: dict[str, Any]) -> None:
+        """One JSON object the agent printed (framing has already been done)."""
+
+    @abstractmethod
+    async def handshake(self) -> None:
+        """Return once the agent is ready for turns. The worker bounds the wait."""
+
+    @abstractmethod
+    async def probe(self) -> None:
+        """One health round trip; return once the agent answered. The worker bounds it."""
+
+    @abstractmethod
+    async def start_turn(self, request: AgentRequest) -> None:
+        """Send one turn. Return once the agent has it; its outcome comes through `emit`."""
+
+    @abstractmethod
+    def running(self) -> frozenset[str]:
+        """Sessions with a turn sent and not yet answered."""
+
+    async def abort(self, session: str) -> None:
+        """Ask the agent to stop this session's running turn (only when `can_abort`)."""
+        raise NotImplementedError
+
+    def shutdown_record(self) -> dict[str, Any] | None:
+        """What to write to ask the agent to exit, before its stdin is closed."""
+        return None

@@ -1,0 +1,97 @@
+"""The agent workers and which one serves a session.
+
+A session stays on the worker it was assigned to while that worker is ready: its agent holds
+the conversation in memory, so when that worker is busy the session waits for it rather than
+moving. A new session, or one whose worker is down, goes to the ready worker with the most
+free room (turns in flight against `max_in_flight` times its weight), and stays there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from picobridge.agent.port import AgentListener, WorkerInfo, WorkerState
+from picobridge.agent.worker import AgentWorker
+
+log = logging.getLogger("picobridge.agent")
+
+MAX_AFFINITIES = 100_000
+
+
+class WorkerPool:
+    def __init__(self, workers: Sequence[AgentWorker], *, max_in_flight: int,
+                 weights: Mapping[str, float] | None = None) -> None:
+        if not workers:
+            raise ValueError("a pool needs at least one worker")
+        self._workers = list(workers)
+        self._by_name = {w.name: w for w in self._workers}
+        self._max_in_flight = max_in_flight
+        self._weights = dict(weights or {})
+        self._assigned: dict[str, str] = {}  # session -> worker name
+
+    # -- AgentPool -------------------------------------------------------------------------
+
+    @property
+    def workers(self) -> Sequence[AgentWorker]:
+        return self._workers
+
+    def start(self, listener: AgentListener) -> None:
+        for worker in self._workers:
+            worker.start(listener)
+
+    async def stop(self) -> None:
+        for worker in self._workers:
+            await worker.stop()
+
+    def place(self, session: str, busy: Mapping[str, int]) -> AgentWorker | None:
+        name = self._assigned.get(session)
+        current = self._by_name.get(name) if name is not None else None
+        if current is not None and current.ready:
+            return current if busy.get(current.name, 0) < self._max_in_flight else None
+        chosen = self._roomiest(busy)
+        if chosen is not None:
+            if current is not None:
+                log.info("session %s moves from worker %s (%s) to %s", session, current.name,
+                         current.state.value, chosen.name)
+            if len(self._assigned) >= MAX_AFFINITIES:
+                self._assigned.clear()  # lose affinity, never memory
+            self._assigned[session] = chosen.name
+        return chosen
+
+    # -- stats -----------------------------------------------------------------------------
+
+    def assigned_worker(self, session: str) -> str | None:
+        return self._assigned.get(session)
+
+    def infos(self) -> list[WorkerInfo]:
+        return [w.info() for w in self._workers]
+
+    def down_since(self) -> float | None:
+        if any(w.ready for w in self._workers):
+            return None
+        times = [w.down_since for w in self._workers if w.down_since is not None]
+        return max(times) if times else None
+
+    @property
+    def first_ready(self) -> bool:
+        return any(w.first_ready.is_set() for w in self._workers)
+
+    def ready_count(self) -> int:
+        return sum(1 for w in self._workers if w.state is WorkerState.READY)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _roomiest(self, busy: Mapping[str, int]) -> AgentWorker | None:
+        best: AgentWorker | None = None
+        best_room = 0.0
+        for worker in self._workers:
+            if not worker.ready:
+                continue
+            used = busy.get(worker.name, 0)
+            if used >= self._max_in_flight:
+                continue
+            room = (self._max_in_flight - used) * self._weights.get(worker.name, 1.0)
+            if best is None or room > best_room:
+                best, best_room = worker, room
+        return best

@@ -1,0 +1,171 @@
+"""One agent child process: spawned in a session of its own with a clean environment, its exit
+noticed from the process itself, and killed together with everything it started.
+
+asyncio's `Process.wait()` returns only once the child has exited AND all its pipes are
+closed, so an agent whose grandchild keeps the pipes open would look alive forever; the exit
+is taken from the protocol's `process_exited` instead. Tools the agent runs may leave its
+process group (pi puts its bash tool's commands in groups of their own) or even its session
+(setsid): every process the agent started carries a marker variable in its environment, and
+`kill_tree` finds them by it as well as by session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from picobridge.agent.framing import encode_record
+
+log = logging.getLogger("picobridge.agent")
+
+# Variables that belong to picobridge's own service manager or hold its secrets: the agent
+# must not ping systemd's watchdog as if it were us, nor read our tokens.
+_DROP_ENV_PREFIXES = ("NOTIFY_SOCKET", "WATCHDOG_", "LISTEN_", "PICOBRIDGE_",
+                      "CREDENTIALS_DIRECTORY", "JOURNAL_STREAM", "INVOCATION_ID")
+# Inherited by everything the agent starts, so its leftovers can be found and killed.
+MARKER_VAR = "AGENT_BRIDGE_CHILD"
+_PIPE_LIMIT = 2**16
+
+
+def agent_environment(base: Mapping[str, str], extra: Mapping[str, str],
+                      marker: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if not k.startswith(_DROP_ENV_PREFIXES)}
+    env.update(extra)
+    if marker is not None:
+        env[MARKER_VAR] = marker
+    return env
+
+
+def describe_spawn_error(command: Sequence[str], exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"agent command not found: {command[0]!r} (agent.command)"
+    if isinstance(exc, PermissionError):
+        return f"agent command not executable: {command[0]!r} (agent.command)"
+    return f"cannot start agent {command[0]!r}: {exc.strerror or exc}"
+
+
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
+class AgentProcess:
+    """A running agent child and its pipes."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, exited: asyncio.Event,
+                 marker: str) -> None:
+        self.proc = proc
+        self._exited = exited
+        self.marker = marker
+        self._write_lock = asyncio.Lock()
+        self.write_timeout = 10.0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    async def exited(self) -> int | None:
+        await self._exited.wait()
+        return self.proc.returncode
+
+    async def write(self, record: dict[str, Any]) -> None:
+        stdin = self.proc.stdin
+        if stdin is None or stdin.is_closing():
+            raise BrokenPipeError("agent stdin closed")
+        async with self._write_lock:
+            stdin.write(encode_record(record))
+            # An agent that stopped reading fills the pipe; don't wait on it forever.
+            # (asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.)
+            async with asyncio.timeout(self.write_timeout):
+                await stdin.drain()
+
+    def close_stdin(self) -> None:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                self.proc.stdin.close()
+
+    def kill_tree(self, sig: int = signal.SIGKILL) -> int:
+        """Signal the agent and everything it started; returns how many processes."""
+        return kill_marked(self.pid, self.marker, sig)
+
+    def release(self) -> None:
+        """Drop the pipes (a grandchild may hold their other ends forever)."""
+        transport = getattr(self.proc, "_transport", None)
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                transport.close()
+
+
+async def spawn(command: Sequence[str], *, cwd: Path | None,
+                env: Mapping[str, str]) -> AgentProcess:
+    loop = asyncio.get_running_loop()
+    marker = uuid.uuid4().hex
+    protocol: _Protocol | None = None
+
+    def factory() -> _Protocol:
+        nonlocal protocol
+        protocol = _Protocol(_PIPE_LIMIT, loop)
+        return protocol
+
+    transport, _ = await loop.subprocess_exec(
+        factory, *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, cwd=cwd,
+        env=agent_environment(os.environ, env, marker), start_new_session=True)
+    assert protocol is not None
+    return AgentProcess(asyncio.subprocess.Process(transport, protocol, loop), protocol.exited,
+                        marker)
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    # Fields after the command name, which may itself hold spaces and parentheses.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return int(fields[3]) if len(fields) > 3 else None
+
+
+def _carries(pid: int, marker: bytes) -> bool:
+    try:
+        return marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def kill_marked(leader: int, marker: str, sig: int = signal.SIGKILL) -> int:
+    """Signal the agent's session and every process carrying its marker."""
+    needle = f"{MARKER_VAR}={marker}".encode()
+    me = os.getpid()
+    targets = {leader}
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            pid = int(entry)
+            if _session_of(pid) == leader or _carries(pid, needle):
+                targets.add(pid)
+    sent = 0
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, sig)  # also what the group forks while /proc is read
+    for pid in targets:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+            sent += 1
+    return sent

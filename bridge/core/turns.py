@@ -1,0 +1,41 @@
+"""A turn: the batch of a chat's messages handed to one agent worker, until its answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from picobridge.agent.port import Worker
+from picobridge.contract import ChatRef
+from picobridge.store import StoredMessage
+
+
+@dataclass(slots=True, eq=False)
+class Turn:
+    chat: ChatRef
+    session: str
+    messages: list[StoredMessage]
+    worker: Worker
+    started: float
+    last_activity: float
+    # Written to the agent (or being written). A turn of a dispatch wave is claimed before
+    # it is sent; until then nothing the agent says belongs to it.
+    sent: bool = False
+    # The turn outlived agent.turn_timeout and was cancelled: not cancelled twice.
+    timed_out: bool = False
+
+    @property
+    def ids(self) -> list[int]:
+        return [m.id for m in self.messages]
+
+    @property
+    def attempts(self) -> int:
+        return max(m.attempts for m in self.messages)
+
+    @property
+    def quoted_ids(self) -> tuple[str, ...]:
+        """The platform ids progress displays refer to (reactions, quotes)."""
+        return tuple(m.reply_to or m.platform_msg_id for m in self.messages)
+
+
+def with_attempt(msg: StoredMessage, delta: int = 1) -> StoredMessage:
+    return replace(msg, attempts=msg.attempts + delta)

@@ -1,0 +1,91 @@
+"""The configuration sections of the core: the agent side, the bridge, attachments, the local
+HTTP listener and logging. Platform sections live with their adapters; config/settings.py puts
+them all together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WorkerSettings(_Section):
+    """An agent worker with its own command, e.g. over ssh (`[[agent.workers]]`)."""
+
+    command: list[str] = Field(min_length=1)
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,40}$")
+    weight: PositiveFloat = 1.0
+
+
+class AgentSettings(_Section):
+    # Default: the protocol's own command (agent/protocols/__init__.py).
+    command: list[str] = Field(default_factory=list, min_length=1)
+    protocol: str = "picobot-json"
+    workdir: Path | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    ready_timeout: PositiveFloat = 30.0
+    ping_interval: PositiveFloat = 15.0
+    ping_timeout: PositiveFloat = 10.0
+    turn_timeout: PositiveFloat = 600.0
+    shutdown_timeout: PositiveFloat = 10.0
+    max_in_flight: PositiveInt = 1
+    restart_budget: PositiveFloat = 300.0
+    pool_size: PositiveInt = 1
+    workers: list[WorkerSettings] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_default_command(cls, data: Any) -> Any:
+        from picobridge.agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS
+
+        if isinstance(data, dict):
+            protocol = data.get("protocol", DEFAULT_PROTOCOL)
+            if protocol not in PROTOCOLS:
+                raise ValueError(f"agent.protocol must be one of {', '.join(PROTOCOLS)}")
+            if data.get("command") is None:
+                data = {**data, "command": list(PROTOCOLS[protocol].default_command)}
+        return data
+
+
+class BridgeSettings(_Section):
+    coalesce: bool = True
+    max_attempts: PositiveInt = 3
+
+
+class AttachmentSettings(_Section):
+    inline_max_bytes: PositiveInt = 256 * 1024
+    max_bytes: PositiveInt = 20 * 1024 * 1024
+    retention_days: PositiveInt = 30
+
+
+class HttpSettings(_Section):
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("http.listen must be host:port, e.g. 127.0.0.1:8787")
+        return v
+
+
+class LogSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
