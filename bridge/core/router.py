@@ -28,6 +28,7 @@ from picobridge.agent.port import (
 from picobridge.contract import Adapter, ChatRef, Outcome, ProgressEvent, ProgressKind, ReplyKind
 from picobridge.core.lanes import Lanes
 from picobridge.core.outbox import Outbox
+from picobridge.core.progress import ProgressRelay
 from picobridge.core.stats import Histogram, RouterStats, bump
 from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
@@ -58,7 +59,7 @@ class Router:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
         self._outbox = outbox
-        self._adapters = adapters
+        self._progress = ProgressRelay(adapters)
         self._agents = agents
         self._turn_timeout = turn_timeout
         self._max_attempts = max_attempts
@@ -181,7 +182,7 @@ class Router:
                 await self._give_up(turn.messages, reason)
             else:
                 await self._store.requeue(turn.ids, refund=not turn.sent)
-            await self._clear(turn.chat, outcome)
+            await self._progress.clear(turn.chat, outcome)
 
     async def agent_event(self, worker: Worker, event: AgentEvent) -> None:
         turn = self._turns.get(event.session) if event.session is not None else None
@@ -192,14 +193,14 @@ class Router:
                 turn.last_activity = self._clock()
                 kind = _PROGRESS.get(event.kind)
                 if kind is not None:
-                    await self._show(turn, ProgressEvent(kind, event.text, event.tool))
+                    await self._progress.show(turn, ProgressEvent(kind, event.text, event.tool))
             return
         if isinstance(event, Failure):
             await self._failed(turn, event)
             return
         if turn is not None:
             self._end_turn(turn, Outcome.DONE)
-            await self._clear(turn.chat, Outcome.DONE)
+            await self._progress.clear(turn.chat, Outcome.DONE)
             self._settle(turn, ReplyKind.ANSWER, event.text)
             return
         await self._unsolicited(event.session, event.text)
@@ -211,7 +212,7 @@ class Router:
         log.warning("agent error chat=%s session=%s: %s (%s)", turn.chat.key, turn.session,
                     event.message, event.code)
         self._end_turn(turn, Outcome.FAILED)
-        await self._clear(turn.chat, Outcome.FAILED)
+        await self._progress.clear(turn.chat, Outcome.FAILED)
         self._settle(turn, ReplyKind.ERROR, f"⚠️ The agent could not answer this: {event.message}",
                      status="failed", error=event.message)
 
@@ -348,7 +349,7 @@ class Router:
         session = turn.session
         if self._turns.get(session) is not turn:
             return  # the worker was lost meanwhile and worker_lost put the messages back
-        await self._show(turn, ProgressEvent(ProgressKind.STARTED))
+        await self._progress.show(turn, ProgressEvent(ProgressKind.STARTED))
         if self._turns.get(session) is not turn:
             return
         text = "\n\n".join(m.text for m in turn.messages)
@@ -380,31 +381,9 @@ class Router:
                                             f"turn timeout after {self._turn_timeout:g}s "
                                             f"(chat {turn.chat.key})")
 
-    async def _show(self, turn: Turn, event: ProgressEvent) -> None:
-        adapter = self._adapters.get(turn.chat.platform)
-        if adapter is None:
-            return
-        try:
-            await adapter.show_progress(turn.chat, _with_ids(event, turn.quoted_ids))
-        except Exception:
-            log.exception("show_progress failed platform=%s", turn.chat.platform)
-
-    async def _clear(self, chat: ChatRef, outcome: Outcome) -> None:
-        adapter = self._adapters.get(chat.platform)
-        if adapter is None:
-            return
-        try:
-            await adapter.clear_progress(chat, outcome)
-        except Exception:
-            log.exception("clear_progress failed platform=%s", chat.platform)
-
 
 def _keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None], name: str) -> None:
     """Run `work` in a task held in `tasks` until it is done (so it can be waited for)."""
     task = asyncio.create_task(work, name=name)
     tasks.add(task)
     task.add_done_callback(tasks.discard)
-
-
-def _with_ids(event: ProgressEvent, ids: tuple[str, ...]) -> ProgressEvent:
-    return ProgressEvent(event.kind, event.text, event.tool, ids)
