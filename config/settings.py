@@ -62,13 +62,14 @@ class ConfigError(Exception):
 
 
 def _reject_placeholder(value: SecretStr | None, info_name: str) -> SecretStr | None:
-    if value is not None:
-        upper = value.get_secret_value().upper()
-        if any(marker in upper for marker in _PLACEHOLDER_MARKERS):
-            raise ValueError(f"{info_name} still holds the example placeholder; set the real value")
-        if not value.get_secret_value().strip():
-            return None
-    return value
+    """Strip a secret (a token pasted with a space or newline is still the token, from any
+    source), refuse the shipped example's placeholders, and treat blank as unset."""
+    if value is None:
+        return None
+    text = value.get_secret_value().strip()
+    if any(marker in text.upper() for marker in _PLACEHOLDER_MARKERS):
+        raise ValueError(f"{info_name} still holds the example placeholder; set the real value")
+    return SecretStr(text) if text else None
 
 
 class TelegramSettings(_Section):

@@ -8,12 +8,14 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from picobridge import __version__, exit_codes
+from picobridge.cli.instance import InstanceLock, InstanceLocked
 from picobridge.config.settings import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
@@ -100,6 +102,28 @@ async def _open_store(settings: Settings, *, migrate: bool = True) -> Store:
         raise CliError(f"database error: {exc}", exit_codes.DATABASE) from None
 
 
+@asynccontextmanager
+async def _exclusive_store(settings: Settings, command: str) -> AsyncIterator[Store]:
+    """The store, with this process the only picobridge using the state directory."""
+    lock = InstanceLock(settings.state_dir)
+    try:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        lock.acquire(command)
+    except InstanceLocked as exc:
+        raise CliError(str(exc), exit_codes.DATABASE) from None
+    except OSError as exc:
+        raise CliError(f"database error: cannot use state_dir {settings.state_dir}: "
+                       f"{exc.strerror or exc}", exit_codes.DATABASE) from None
+    try:
+        store = await _open_store(settings)
+        try:
+            yield store
+        finally:
+            await store.close()
+    finally:
+        lock.release()
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     command = args.command
     if command == "check":
@@ -135,11 +159,8 @@ async def _run(settings: Settings) -> int:
     if not adapters:
         raise CliError("config error: no platform is enabled; set telegram.token or "
                        "slack.bot_token (or try `picobridge chat`)", exit_codes.CONFIG)
-    store = await _open_store(settings)
-    try:
+    async with _exclusive_store(settings, "run") as store:
         return await daemon.run(settings, store, adapters)
-    finally:
-        await store.close()
 
 
 async def _chat(settings: Settings) -> int:
@@ -148,18 +169,14 @@ async def _chat(settings: Settings) -> int:
 
     console = ConsoleAdapter(sys.stdin.buffer, sys.stdout, sys.stderr,
                              interactive=sys.stdin.isatty())
-    store = await _open_store(settings)
-
     async def finished(assembled: daemon.Daemon) -> None:
         await _agent_up(assembled.pool)
         console.may_read.set()
         await console.input_done.wait()
         await daemon.wait_until_settled(assembled, CONSOLE_CHAT.key, console.reply_printed)
 
-    try:
+    async with _exclusive_store(settings, "chat") as store:
         return await daemon.run(settings, store, [console], finished=finished)
-    finally:
-        await store.close()
 
 
 async def _agent_up(pool: WorkerPool) -> None:
@@ -176,11 +193,8 @@ async def _agent_up(pool: WorkerPool) -> None:
 
 
 async def _migrate(settings: Settings) -> int:
-    store = await _open_store(settings)
-    try:
+    async with _exclusive_store(settings, "migrate") as store:
         version = await store.schema_version()
-    finally:
-        await store.close()
     print(f"database {settings.db_path} is at schema version {version}")
     return exit_codes.OK
 

@@ -132,6 +132,46 @@ async def stop(daemon: Daemon) -> None:
         await daemon.http.stop()
 
 
+class Signals:
+    """SIGTERM/SIGINT stop the daemon in order; a second one while stopping is acknowledged
+    and the orderly stop goes on; a third forces the exit. SIGHUP is ignored (nothing is
+    reloaded: restart to apply a changed config), with a log line."""
+
+    FORCE_AFTER = 3
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.stop_requested = asyncio.Event()
+        self._count = 0
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.add_signal_handler(sig, self._stop, sig)
+        self._loop.add_signal_handler(signal.SIGHUP, self._hangup)
+
+    def remove(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            self._loop.remove_signal_handler(sig)
+
+    def _stop(self, sig: signal.Signals) -> None:
+        self._count += 1
+        if self._count == 1:
+            log.info("%s received: stopping", sig.name)
+            self.stop_requested.set()
+        elif self._count < self.FORCE_AFTER:
+            log.warning("%s received again: already stopping in order (replies in flight are "
+                        "finished or kept); one more forces the exit", sig.name)
+        else:
+            log.critical("%s received a third time: exiting now; everything not yet answered "
+                         "is kept and answered after the next start", sig.name)
+            logging.shutdown()
+            os._exit(exit_codes.FAILURE)
+
+    def _hangup(self) -> None:
+        log.warning("SIGHUP ignored: picobridge reloads nothing; restart it to apply a changed "
+                    "configuration")
+
+
 async def run(
     settings: Settings,
     store: Store,
@@ -144,34 +184,38 @@ async def run(
     ops = Operations(sources(daemon), Notifier(os.environ), Metrics(daemon.adapters))
     if daemon.http is not None:
         ops.add_routes(daemon.http.app)
-    loop = asyncio.get_running_loop()
-    stop_requested = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop_requested.set)
+    signals = Signals(asyncio.get_running_loop())
+    signals.install()
     code = exit_codes.OK
     try:
         await start(daemon)
         ops.start()
-        stopper = asyncio.create_task(stop_requested.wait())
-        waiters: set[asyncio.Future[Any]] = {stopper, daemon.intake.fatal_error}
-        ender = asyncio.create_task(finished(daemon)) if finished is not None else None
-        if ender is not None:
-            waiters.add(ender)
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
-        if daemon.intake.fatal_error.done():
-            code = exit_codes.PLATFORM_AUTH
-        if ender is not None:
-            if not ender.done():
-                ender.cancel()
-            elif ender.exception() is not None:
-                raise ender.exception()  # type: ignore[misc]
+        code = await _until_done(daemon, signals, finished)
         log.info("shutting down")
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await ops.stop()
-        await stop(daemon)
+        try:
+            await ops.stop()
+            await stop(daemon)
+        finally:
+            signals.remove()
+    return code
+
+
+async def _until_done(daemon: Daemon, signals: Signals,
+                      finished: Callable[[Daemon], Coroutine[Any, Any, None]] | None) -> int:
+    stopper = asyncio.create_task(signals.stop_requested.wait())
+    waiters: set[asyncio.Future[Any]] = {stopper, daemon.intake.fatal_error}
+    ender = asyncio.create_task(finished(daemon)) if finished is not None else None
+    if ender is not None:
+        waiters.add(ender)
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    code = exit_codes.PLATFORM_AUTH if daemon.intake.fatal_error.done() else exit_codes.OK
+    if ender is not None:
+        if not ender.done():
+            ender.cancel()
+        elif ender.exception() is not None:
+            raise ender.exception()  # type: ignore[misc]
     return code
 
 

@@ -12,9 +12,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from picobridge.agent.port import (
     AgentEvent,
@@ -26,12 +25,14 @@ from picobridge.agent.port import (
     Worker,
 )
 from picobridge.contract import Adapter, ChatRef, Outcome, ProgressEvent, ProgressKind, ReplyKind
+from picobridge.core.answers import Answers, keep
 from picobridge.core.lanes import Lanes
 from picobridge.core.outbox import Outbox
 from picobridge.core.progress import ProgressRelay
 from picobridge.core.stats import Histogram, RouterStats, bump
 from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
+from picobridge.supervision import TaskSupervisor
 
 log = logging.getLogger("picobridge.router")
 
@@ -56,6 +57,7 @@ class ChatStatus:
 class Router:
     def __init__(self, store: Store, outbox: Outbox, adapters: Mapping[str, Adapter],
                  agents: AgentPool, *, turn_timeout: float, max_attempts: int, coalesce: bool,
+                 tasks: TaskSupervisor | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
         self._outbox = outbox
@@ -70,8 +72,8 @@ class Router:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._settling: set[asyncio.Task[None]] = set()
+        self._supervisor = tasks if tasks is not None else TaskSupervisor()
+        self._answers = Answers(store, outbox)
         self._recording: set[asyncio.Task[None]] = set()
         self._outcomes: dict[str, int] = {}
         self._turn_seconds = Histogram()
@@ -82,20 +84,16 @@ class Router:
         """Load what a previous run left unanswered, then begin dispatching."""
         for msg in await self._store.open_messages():
             if msg.status == "dispatched" and msg.attempts >= self._max_attempts:
-                await self._give_up([msg], "the bridge restarted while it was being answered")
+                self._answers.give_up([msg], "the bridge restarted while it was being answered")
                 continue
             self._lanes.add(msg)
-        self._tasks = [
-            asyncio.create_task(self._dispatch_loop(), name="router-dispatch"),
-            asyncio.create_task(self._timeout_loop(), name="router-timeouts"),
-        ]
+        self._supervisor.start("router-dispatch", self._dispatch_loop)
+        self._supervisor.start("router-timeouts", self._timeout_loop)
         self._wake.set()
 
     async def stop(self, grace: float) -> None:
         """Stop dispatching; give turns in flight up to `grace` seconds to finish."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._supervisor.cancel("router-dispatch", "router-timeouts")
         # Turns of a wave the cancelled dispatch never sent: nothing to wait for.
         unsent = [turn for turn in self._turns.values() if not turn.sent]
         for turn in unsent:
@@ -104,8 +102,8 @@ class Router:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(grace):
                     await self._idle.wait()
-        # Answers already received are committed before the store closes.
-        await asyncio.gather(*self._settling, return_exceptions=True)
+        # Answers already received are committed before the store closes, if it lets us.
+        await self._answers.wind_up(grace)
         await self._recorded()
         for turn in [*unsent, *self._turns.values()]:
             # Not the message's fault: the next run retries it without counting this attempt.
@@ -179,7 +177,7 @@ class Router:
         await self._recorded()
         for turn, outcome in lost:
             if outcome is Outcome.FAILED:
-                await self._give_up(turn.messages, reason)
+                self._answers.give_up(turn.messages, reason)
             else:
                 await self._store.requeue(turn.ids, refund=not turn.sent)
             await self._progress.clear(turn.chat, outcome)
@@ -201,7 +199,7 @@ class Router:
         if turn is not None:
             self._end_turn(turn, Outcome.DONE)
             await self._progress.clear(turn.chat, Outcome.DONE)
-            self._settle(turn, ReplyKind.ANSWER, event.text)
+            self._answers.settle(turn, ReplyKind.ANSWER, event.text, self._after_turn)
             return
         await self._unsolicited(event.session, event.text)
 
@@ -213,8 +211,9 @@ class Router:
                     event.message, event.code)
         self._end_turn(turn, Outcome.FAILED)
         await self._progress.clear(turn.chat, Outcome.FAILED)
-        self._settle(turn, ReplyKind.ERROR, f"⚠️ The agent could not answer this: {event.message}",
-                     status="failed", error=event.message)
+        self._answers.settle(turn, ReplyKind.ERROR,
+                             f"⚠️ The agent could not answer this: {event.message}",
+                             self._after_turn, status="failed", error=event.message)
 
     async def _unsolicited(self, session: str | None, text: str) -> None:
         # No turn waits for it: a scheduled job or a second answer. Its session tells the chat.
@@ -224,30 +223,6 @@ class Router:
             return
         self._outbox.deliver(await self._store.add_reply(
             chat, ReplyKind.UNSOLICITED, text, session_id=session))
-
-    def _settle(self, turn: Turn, kind: ReplyKind, text: str, *, status: str = "answered",
-                error: str | None = None) -> None:
-        """Store the turn's reply and hand it to the outbox, without holding up the caller.
-
-        The agent's output is read by one task per worker; committing each answer before
-        reading the next would queue every chat's answer behind the others' round trips. (The
-        chat's next turn may start meanwhile; its answer is stored after this one, because
-        writes keep their order, and so is delivered after it.)
-        """
-        async def run() -> None:
-            try:
-                self._outbox.deliver(await self._store.add_reply(
-                    turn.chat, kind, text, session_id=turn.session,
-                    reply_to=turn.messages[-1].reply_to, settles=turn.messages,
-                    settle_status=status, error=error))
-            except Exception:
-                # Not stored: the messages stay open and the next start answers them again.
-                log.exception("storing the answer failed chat=%s session=%s", turn.chat.key,
-                              turn.session)
-            finally:
-                self._after_turn(turn)
-
-        _keep(self._settling, run(), f"settle-{turn.session}")
 
     # -- internals -------------------------------------------------------------------------
 
@@ -278,16 +253,6 @@ class Router:
             self._lanes.make_waiting(lane)
             self._lanes.forget_if_idle(lane)
         self._wake.set()
-
-    async def _give_up(self, messages: list[StoredMessage], reason: str) -> None:
-        last = messages[-1]
-        log.error("giving up chat=%s after %d attempts: %s", last.chat.key, last.attempts, reason)
-        self._outbox.deliver(await self._store.add_reply(
-            last.chat, ReplyKind.ERROR,
-            f"⚠️ Sorry, the agent failed {last.attempts} times on your message and I gave up "
-            f"({reason}). Please try again later.",
-            session_id=last.session_id, reply_to=last.reply_to,
-            settles=messages, settle_status="failed", error=reason))
 
     async def _dispatch_loop(self) -> None:
         while True:
@@ -338,7 +303,7 @@ class Router:
                 # Only the attempt count is lost: the messages are answered all the same.
                 log.exception("recording a dispatch failed")
 
-        _keep(self._recording, run(), "record-dispatch")
+        keep(self._recording, run(), "record-dispatch")
 
     async def _recorded(self) -> None:
         """Wait until every dispatch so far is written (before putting messages back)."""
@@ -380,10 +345,3 @@ class Router:
                     turn.worker.cancel_turn(turn.session,
                                             f"turn timeout after {self._turn_timeout:g}s "
                                             f"(chat {turn.chat.key})")
-
-
-def _keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None], name: str) -> None:
-    """Run `work` in a task held in `tasks` until it is done (so it can be waited for)."""
-    task = asyncio.create_task(work, name=name)
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)

@@ -10,9 +10,10 @@ from collections.abc import Iterable
 
 # Token shapes redacted even when they are not (or not yet) in the configuration.
 _TOKEN_SHAPES = re.compile(
-    r"\b\d{5,}:[A-Za-z0-9_-]{30,}\b"  # Telegram bot token
+    r"(?<!\d)\d{5,}:[A-Za-z0-9_-]{30,}"  # Telegram bot token, also inside .../bot<token>/
     r"|\bxox[abposr]-[A-Za-z0-9-]{8,}"  # Slack bot/user tokens
-    r"|\bxapp-[A-Za-z0-9-]{8,}"  # Slack app-level token
+    r"|\bxapp-[A-Za-z0-9-]{8,}",  # Slack app-level token
+    re.IGNORECASE,
 )
 _SYSLOG_PRIORITY = {
     logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2,
@@ -22,12 +23,16 @@ _SYSLOG_PRIORITY = {
 class RedactingFormatter(logging.Formatter):
     def __init__(self, fmt: str, secrets: Iterable[str], journald: bool) -> None:
         super().__init__(fmt)
-        self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+        # Case-insensitive: libraries echo tokens changed in case (python-telegram-bot lowers
+        # error descriptions), and a lowered token is still the token.
+        known = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+        self._secrets = re.compile("|".join(map(re.escape, known)), re.IGNORECASE) \
+            if known else None
         self._journald = journald
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[REDACTED]")
+        if self._secrets is not None:
+            text = self._secrets.sub("[REDACTED]", text)
         return _TOKEN_SHAPES.sub("[REDACTED]", text)
 
     def format(self, record: logging.LogRecord) -> str:

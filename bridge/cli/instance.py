@@ -1,0 +1,59 @@
+"""One instance per state directory.
+
+Two daemons on one database would both run the backlog and send every reply twice. `run`,
+`chat` and `migrate` hold an exclusive lock on `<state_dir>/picobridge.lock` for as long as
+they run; the kernel drops it when the process dies, however it dies, so a lock is never
+stale. Commands that only read, or that make a single write SQLite serialises safely beside a
+running daemon (`access allow`, `sessions reset`), take no lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+LOCK_NAME = "picobridge.lock"
+
+
+class InstanceLocked(Exception):
+    """Another picobridge holds the state directory."""
+
+
+class InstanceLock:
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self, what: str) -> None:
+        """Take the lock or raise InstanceLocked naming the holder."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise InstanceLocked(
+                f"another picobridge{holder} is using {self.path.parent}; "
+                f"stop it before `picobridge {what}` (one instance per state_dir)") from None
+        except OSError:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _holder(fd: int) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(os.pread(fd, 32, 0).decode().strip())
+        return f" (pid {pid})"
+    return ""

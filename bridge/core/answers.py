@@ -1,0 +1,96 @@
+"""Answers on their way into the store: committed without holding up the agent's output, and
+never dropped while the database cannot take them (a full disk, another process holding the
+write lock): kept in memory and tried again until stored, then handed to the outbox."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from picobridge.contract import ChatRef, ReplyKind
+from picobridge.core.outbox import Outbox
+from picobridge.core.turns import Turn
+from picobridge.store import Store, StoredMessage
+
+log = logging.getLogger("picobridge.router")
+
+STORE_RETRY_FIRST = 0.5
+STORE_RETRY_CAP = 30.0
+
+
+class Answers:
+    def __init__(self, store: Store, outbox: Outbox) -> None:
+        self._store = store
+        self._outbox = outbox
+        self._settling: set[asyncio.Task[None]] = set()
+
+    def settle(self, turn: Turn, kind: ReplyKind, text: str,
+               after: Callable[[Turn], None], *, status: str = "answered",
+               error: str | None = None) -> None:
+        """Store the turn's reply and hand it to the outbox, then call `after(turn)`.
+
+        The agent's output is read by one task per worker; committing each answer before
+        reading the next would queue every chat's answer behind the others' round trips. (The
+        chat's next turn may start meanwhile; its answer is stored after this one, because
+        writes keep their order, and so is delivered after it.)
+        """
+        async def run() -> None:
+            try:
+                await self.commit(turn.chat, kind, text, session_id=turn.session,
+                                  reply_to=turn.messages[-1].reply_to, settles=turn.messages,
+                                  settle_status=status, error=error)
+            finally:
+                after(turn)
+
+        keep(self._settling, run(), f"settle-{turn.session}")
+
+    def give_up(self, messages: list[StoredMessage], reason: str) -> None:
+        last = messages[-1]
+        log.error("giving up chat=%s after %d attempts: %s", last.chat.key, last.attempts,
+                  reason)
+        text = (f"⚠️ Sorry, the agent failed {last.attempts} times on your message and I gave "
+                f"up ({reason}). Please try again later.")
+        keep(self._settling, self.commit(
+            last.chat, ReplyKind.ERROR, text, session_id=last.session_id,
+            reply_to=last.reply_to, settles=messages, settle_status="failed", error=reason),
+            f"give-up-{last.session_id}")
+
+    async def commit(self, chat: ChatRef, kind: ReplyKind, text: str, **details: Any) -> None:
+        delay = STORE_RETRY_FIRST
+        failed = False
+        while True:
+            try:
+                stored = await self._store.add_reply(chat, kind, text, **details)
+            except Exception as exc:
+                if not failed:
+                    log.error("storing the answer failed chat=%s (%s: %s); keeping it and "
+                              "trying again", chat.key, exc.__class__.__name__, exc)
+                failed = True
+                await asyncio.sleep(delay)
+                delay = min(STORE_RETRY_CAP, delay * 2)
+                continue
+            if failed:
+                log.warning("the answer for chat=%s is stored now", chat.key)
+            self._outbox.deliver(stored)
+            return
+
+    async def wind_up(self, grace: float) -> None:
+        """At shutdown: let answers under way be stored, for a while."""
+        if not self._settling:
+            return
+        _, pending = await asyncio.wait(set(self._settling), timeout=max(grace, 1.0))
+        if pending:
+            log.error("%d answer(s) could not be stored before shutdown; their messages are "
+                      "asked again after the next start", len(pending))
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None], name: str) -> None:
+    """Run `work` in a task held in `tasks` until it is done (so it can be waited for)."""
+    task = asyncio.create_task(work, name=name)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)

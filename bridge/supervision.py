@@ -1,0 +1,107 @@
+"""Long-lived tasks that cannot die silently.
+
+Every loop the daemon depends on (the router's dispatch, pollers, the watchdog) runs under a
+`TaskSupervisor`: an exception is logged with the task's name and the task is started again
+after a backoff. A task that keeps failing is reported by `failing()`, which makes /healthz
+unhealthy and withholds systemd's watchdog keep-alives, so the service manager restarts the
+whole daemon instead of leaving it up and useless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("picobridge.supervision")
+
+BACKOFF_FIRST = 0.5
+BACKOFF_CAP = 30.0
+# A task that ran this long without failing starts its backoff over.
+STABLE_AFTER = 60.0
+# This many failures within the window mark a task as failing.
+FAILING_COUNT = 5
+FAILING_WINDOW = 300.0
+
+TaskFactory = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class _Supervised:
+    name: str
+    factory: TaskFactory
+    task: asyncio.Task[None] | None = None
+    failures: deque[float] = field(default_factory=deque)
+    crashed: bool = False  # waiting out its backoff after a failure
+
+
+class TaskSupervisor:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._tasks: dict[str, _Supervised] = {}
+        self._stopping = False
+
+    def start(self, name: str, factory: TaskFactory) -> None:
+        """Run `factory()` until stop(); restart it whenever it raises or returns."""
+        if name in self._tasks:
+            raise ValueError(f"a task named {name!r} is already supervised")
+        entry = _Supervised(name, factory)
+        self._tasks[name] = entry
+        entry.task = asyncio.create_task(self._keep(entry), name=name)
+
+    def failing(self) -> tuple[str, ...]:
+        now = self._clock()
+        names = []
+        for entry in self._tasks.values():
+            while entry.failures and now - entry.failures[0] > FAILING_WINDOW:
+                entry.failures.popleft()
+            if len(entry.failures) >= FAILING_COUNT:
+                names.append(entry.name)
+        return tuple(names)
+
+    def running(self, name: str) -> bool:
+        entry = self._tasks.get(name)
+        return entry is not None and not entry.crashed and entry.task is not None \
+            and not entry.task.done()
+
+    async def cancel(self, *names: str) -> None:
+        """Stop these tasks for good (their component is shutting down)."""
+        entries = [self._tasks.pop(n) for n in names if n in self._tasks]
+        tasks = [e.task for e in entries if e.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await self.cancel(*list(self._tasks))
+
+    async def _keep(self, entry: _Supervised) -> None:
+        delay = BACKOFF_FIRST
+        while not self._stopping:
+            started = self._clock()
+            entry.crashed = False
+            failure: BaseException | None = None
+            try:
+                await entry.factory()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failure = exc
+            if self._stopping:
+                return
+            if self._clock() - started >= STABLE_AFTER:
+                delay = BACKOFF_FIRST
+            if failure is not None:
+                log.error("task %s failed; starting it again in %.1fs", entry.name, delay,
+                          exc_info=failure)
+            else:
+                log.error("task %s ended by itself; starting it again in %.1fs", entry.name,
+                          delay)
+            entry.crashed = True
+            entry.failures.append(self._clock())
+            await asyncio.sleep(delay)
+            delay = min(BACKOFF_CAP, delay * 2)

@@ -1,0 +1,34 @@
+"""The log's last line of defence: secrets scrubbed whatever their case."""
+
+from __future__ import annotations
+
+import logging
+
+from picobridge.ops.logs import RedactingFormatter
+
+TOKEN = "123456789:AAFakeTokenForTestsOnly_abcdefghijklmnop"
+
+
+def line(formatter: RedactingFormatter, message: str) -> str:
+    record = logging.LogRecord("t", logging.ERROR, __file__, 1, message, None, None)
+    return formatter.format(record)
+
+
+def test_a_secret_is_redacted_in_any_case() -> None:
+    formatter = RedactingFormatter("%(message)s", [TOKEN, "s3cret-signing"], journald=False)
+    for text in (TOKEN, TOKEN.lower(), TOKEN.upper(), "S3CRET-Signing"):
+        out = line(formatter, f"error: invalid token {text} (from the server)")
+        assert out == "error: invalid token [REDACTED] (from the server)", text
+
+
+def test_token_shapes_are_redacted_even_when_not_configured() -> None:
+    formatter = RedactingFormatter("%(message)s", [], journald=False)
+    out = line(formatter, "url https://api.example/bot5555555:" + "Ab_" * 12
+               + "/getMe and XOXB-1234567890-abcdef and xapp-1-A111-222")
+    assert "[REDACTED]" in out and "Ab_Ab_" not in out and "1234567890" not in out
+    assert "A111" not in out
+
+
+def test_journald_lines_carry_their_priority() -> None:
+    formatter = RedactingFormatter("%(message)s", [], journald=True)
+    assert line(formatter, "boom").startswith("<3>")
