@@ -46,7 +46,7 @@ from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.store import Store, StoredReply
 from tests.fakes.fake_slack import FakeSlack
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config
 from tests.unit.test_router import Recorder, ScriptedAgent
 
