@@ -1,6 +1,6 @@
 """Benchmark: memory of an idle `picobridge run`, and its growth per chat.
 
-One daemon with both adapters on the fakes (tests/fakes/fake_telegram.py and fake_slack.py,
+One daemon with both adapters on the fakes (tests/fakes/telegram/ and tests/fakes/slack/,
 Socket Mode) and the instant fake agent. Its resident set (VmRSS in /proc/<pid>/status, the
 daemon's process only, not the agent's) is read once it is idle (connected to both platforms,
 agent ready, no message yet), after each wave of chats, and at the end, once N distinct chats
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from picobridge.store import Store  # noqa: E402
-from tests.fakes.fake_slack import FakeSlack  # noqa: E402
+from tests.fakes.slack import FakeSlack  # noqa: E402
 from tests.fakes.telegram import FakeTelegram  # noqa: E402
 from tests.harness import Daemon, base_config, write_config  # noqa: E402
 
