@@ -49,7 +49,7 @@ class Call:
     params: JSON
     time: float = field(default_factory=time.monotonic)  # so tests can measure back-off
     token: str | None = None
-    status: int = 200  # the HTTP status of the answer
+    status: int = 200  # the HTTP status of the answer (0: the connection was dropped)
     response: JSON = field(default_factory=dict)  # the JSON body of the answer
 
     @property
@@ -121,10 +121,6 @@ class FakeServer:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._runner is not None
 
     async def start(self) -> Self:
         """Serve on 127.0.0.1; a restart after stop() reuses the port (an outage, not a move)."""
@@ -334,6 +330,8 @@ class FakeServer:
                 return self.error_response(Fault("fail", 502, "Bad Gateway"), call)
             fault = None
         if fault is not None and fault.kind == "disconnect":
+            if call is not None:
+                call.status = 0  # no answer at all
             if request.transport is not None:
                 request.transport.abort()
             return web.Response(status=500)

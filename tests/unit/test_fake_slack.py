@@ -1,4 +1,4 @@
-"""Faithfulness tests for tests/fakes/fake_slack.py, driven by the real slack-sdk and slack-bolt.
+"""Faithfulness tests for tests/fakes/slack/, driven by the real slack-sdk and slack-bolt.
 
 If these pass, the bridge's Slack tests exercise the same client code paths production uses.
 """
