@@ -86,7 +86,8 @@ class Fake(Protocol):
     @property
     def calls(self) -> Sequence[Any]: ...
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = ...) -> Any: ...
+    async def wait_for(self, predicate: Callable[[], bool], what: str = ...,
+                       timeout: float = ...) -> Any: ...
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Benchmark: memory of an idle `picobridge run`, and its growth per chat.
 
-One daemon with both adapters on the fakes (tests/fakes/fake_telegram.py and fake_slack.py,
+One daemon with both adapters on the fakes (tests/fakes/telegram/ and tests/fakes/slack/,
 Socket Mode) and the instant fake agent. Its resident set (VmRSS in /proc/<pid>/status, the
 daemon's process only, not the agent's) is read once it is idle (connected to both platforms,
 agent ready, no message yet), after each wave of chats, and at the end, once N distinct chats
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from picobridge.store import Store  # noqa: E402
-from tests.fakes.fake_slack import FakeSlack  # noqa: E402
-from tests.fakes.fake_telegram import FakeTelegram  # noqa: E402
+from tests.fakes.slack import FakeSlack  # noqa: E402
+from tests.fakes.telegram import FakeTelegram  # noqa: E402
 from tests.harness import Daemon, base_config, write_config  # noqa: E402
 
 IDLE_TARGET_MB = 80.0
@@ -87,10 +87,14 @@ class Load:
         await asyncio.gather(
             self.telegram.wait_for(
                 lambda: self.telegram_replies() >= self.telegram_sent,
-                REPLY_TIMEOUT,
                 f"{self.telegram_sent} Telegram replies",
+                REPLY_TIMEOUT,
             ),
-            self.slack.wait_for(lambda: self.slack_replies() >= self.slack_sent, REPLY_TIMEOUT),
+            self.slack.wait_for(
+                lambda: self.slack_replies() >= self.slack_sent,
+                f"{self.slack_sent} Slack replies",
+                REPLY_TIMEOUT,
+            ),
         )
 
     async def settled(self, slack_done: str = "white_check_mark") -> None:
@@ -102,7 +106,7 @@ class Load:
             )
             return marked >= self.slack_sent
 
-        await self.slack.wait_for(done, REPLY_TIMEOUT)
+        await self.slack.wait_for(done, "every Slack message marked done", REPLY_TIMEOUT)
 
 
 async def main(chats: int, wave: int, only: str | None) -> int:

@@ -1,7 +1,7 @@
 """Benchmark: Slack end to end, picobridge against a minimal bolt app.
 
 N chats (DMs of N users) each send M messages through the fake Slack's Socket Mode
-(tests/fakes/fake_slack.py), one at a time (the next once the previous is answered), to an
+(tests/fakes/slack/), one at a time (the next once the previous is answered), to an
 instant fake agent (tests/fakes/fake_picobot.py --instant). Both apps run as subprocesses
 against their own fake, the way bench/telegram_e2e.py runs the Telegram pair:
 
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.closed_loop import BaselineAgent, Load, Result, baseline_process  # noqa: E402
-from tests.fakes.fake_slack import FakeSlack  # noqa: E402
+from tests.fakes.slack import FakeSlack  # noqa: E402
 from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
 
 LATENCY_TARGET = 1.25

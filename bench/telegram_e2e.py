@@ -1,6 +1,6 @@
 """Benchmark: Telegram end to end, picobridge against a minimal python-telegram-bot bot.
 
-N chats each send M messages through the fake Bot API (tests/fakes/fake_telegram.py), one
+N chats each send M messages through the fake Bot API (tests/fakes/telegram/), one
 at a time (the next once the previous is answered), to an instant fake agent. Both bots run
 as subprocesses against their own fake, with no rate limiter:
 
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.closed_loop import BaselineAgent, Load, Result, baseline_process  # noqa: E402
-from tests.fakes.fake_telegram import FakeTelegram  # noqa: E402
+from tests.fakes.telegram import FakeTelegram  # noqa: E402
 from tests.harness import Daemon, agent_command, cli_env, write_config  # noqa: E402
 
 

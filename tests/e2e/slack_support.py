@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.fake_slack import DEFAULT_USER, FakeSlack, PostedMessage
+from tests.fakes.slack import DEFAULT_USER, FakeSlack, PostedMessage
 from tests.harness import Daemon, base_config, write_config
 
 SIGNING_SECRET = "e2e-signing-secret-3f9a7c1d"

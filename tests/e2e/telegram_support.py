@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.fake_telegram import FakeTelegram, SentMessage
+from tests.fakes.telegram import FakeTelegram, SentMessage
 from tests.harness import Daemon, base_config, write_config
 
 USER = 4242  # allowed in every test config
@@ -45,8 +45,8 @@ def replies(fake: FakeTelegram, chat_id: int, needle: str) -> list[SentMessage]:
 
 async def reply_containing(fake: FakeTelegram, chat_id: int, needle: str,
                            timeout: float = 15.0) -> SentMessage:
-    await fake.wait_for(lambda: bool(replies(fake, chat_id, needle)), timeout,
-                        f"a reply containing {needle!r} in chat {chat_id}")
+    await fake.wait_for(lambda: bool(replies(fake, chat_id, needle)),
+                        f"a reply containing {needle!r} in chat {chat_id}", timeout)
     return replies(fake, chat_id, needle)[0]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import base_config, run_cli, write_config
 
 TOKEN = "5123456789:AAFakeTokenForCheckTests_x7Qv0Lk3Zp9abc"

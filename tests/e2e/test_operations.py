@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon, run_cli
 
 

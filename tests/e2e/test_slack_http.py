@@ -22,7 +22,7 @@ from tests.e2e.slack_support import (
     slack_config,
     texts,
 )
-from tests.fakes.fake_slack import DEFAULT_USER, FakeSlack
+from tests.fakes.slack import DEFAULT_USER, FakeSlack
 from tests.harness import AgentJournal, Daemon
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

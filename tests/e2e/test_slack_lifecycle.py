@@ -12,7 +12,7 @@ from tests.e2e.slack_support import (
     reply_to,
     slack_config,
 )
-from tests.fakes.fake_slack import FakeSlack
+from tests.fakes.slack import FakeSlack
 from tests.harness import Daemon, run_cli
 
 PLATFORM_AUTH = 5

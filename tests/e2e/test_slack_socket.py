@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.slack_support import assert_no_secrets, reply_to, secrets_of, slack_config, texts
-from tests.fakes.fake_slack import DEFAULT_USER, FakeSlack
+from tests.fakes.slack import DEFAULT_USER, FakeSlack
 from tests.harness import AgentJournal, Daemon, run_cli
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -267,12 +267,12 @@ async def test_rate_limit_storm_keeps_order_and_posts_each_part_once(env: Env) -
         await fake.send_event(fake.dm_message("second", user=DAVE))
         await reply_to(fake, dm, "echo: second", timeout=30)
     finally:
-        fake.set_flood(None)
+        fake.set_flood(0)
     posted = texts(fake.posted_messages(dm))[before:]
     assert len(posted) == 4
     assert "".join(posted[:3]) == "HUGE:" + "x" * (9000 - 9) + ":END"
     assert posted[3] == "echo: second"
-    limited = [c for c in fake.calls_to("chat.postMessage") if c.http_status == 429]
+    limited = [c for c in fake.calls_to("chat.postMessage") if c.status == 429]
     assert len(limited) >= 4
 
 

@@ -15,7 +15,7 @@ from tests.e2e.telegram_support import (
     started,
     telegram_config,
 )
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon, run_cli
 
 GROUP = -100777
@@ -31,7 +31,7 @@ async def test_private_chat_round_trip(tmp_path: Path) -> None:
             # Rendered, quoted, and the update confirmed only after it was stored.
             assert reply.text == "echo: hello there #slow=1"
             assert reply.entities == [{"type": "italic", "offset": 12, "length": 5}]
-            assert reply.parse_mode is None
+            assert "parse_mode" not in reply.params
             assert reply.reply_to_message_id == update["message"]["message_id"]
             await fake.wait_until_confirmed(update["update_id"])
             # Typing was shown while the turn ran, and stopped with the reply.

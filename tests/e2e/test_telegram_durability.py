@@ -14,7 +14,7 @@ from tests.e2e.telegram_support import (
     started,
     telegram_config,
 )
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon
 
 CHATS = [7000 + n for n in range(20)]
@@ -86,7 +86,7 @@ async def test_redelivered_update_is_ignored(tmp_path: Path) -> None:
             first = fake.user_message(USER, USER, "only once")
             await reply_containing(fake, USER, "echo: only once")
             await fake.wait_until_confirmed(first["update_id"])
-            fake.redeliver(first["update_id"])
+            await fake.redeliver(first["update_id"])
             fake.user_message(USER, USER, "next")
             await reply_containing(fake, USER, "echo: next")
             await fake.wait_until_confirmed(first["update_id"] + 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.e2e.telegram_support import STRANGER, USER, reply_containing, started, telegram_config
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon
 
 JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 40

@@ -16,7 +16,7 @@ from tests.e2e.telegram_support import (
     started,
     telegram_config,
 )
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon, run_cli
 
 

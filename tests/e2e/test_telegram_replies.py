@@ -14,7 +14,7 @@ from tests.e2e.telegram_support import (
     started,
     telegram_config,
 )
-from tests.fakes.fake_telegram import FakeTelegram, SentMessage, utf16_len
+from tests.fakes.telegram import FakeTelegram, SentMessage, utf16_len
 from tests.harness import Daemon
 
 CODE_LINE = "    if a < b and c > d: total &= mask  # keep <this> & that\n"
@@ -55,7 +55,7 @@ async def test_long_markdown_reply_is_split_without_breaking_code(tmp_path: Path
         assert 3 <= len(messages) <= 4
         for message in messages:
             assert utf16_len(message.text or "") <= 4096
-            assert message.parse_mode is None
+            assert "parse_mode" not in message.params
             assert "```" not in (message.text or "") and "**" not in (message.text or "")
         # Every code block arrives whole, inside one message, as a code entity.
         shown = [pre for m in messages for pre in pre_texts(m)]
@@ -145,7 +145,7 @@ async def test_server_errors_are_retried_and_refusals_are_not(tmp_path: Path) ->
             assert len(fake.calls_to("sendMessage")) == 2
 
             fake.fail_next("sendMessage", 400,
-                           description="Bad Request: can't parse entities: unsupported")
+                           error="Bad Request: can't parse entities: unsupported")
             fake.user_message(USER, USER, "**bold** anyway")
             plain = await reply_containing(fake, USER, "echo: bold anyway")
             assert plain.entities == []
@@ -155,7 +155,7 @@ async def test_server_errors_are_retried_and_refusals_are_not(tmp_path: Path) ->
             await daemon.wait_for_log(r"failed permanently: Telegram forbids")
             fake.user_message(USER, USER, "still here")
             await reply_containing(fake, USER, "echo: still here")
-        assert len([p for p in fake.calls_to("sendMessage") if p["chat_id"] == blocked]) == 1
+        assert len([c for c in fake.calls_to("sendMessage") if c.params["chat_id"] == blocked]) == 1
         assert_no_token(daemon, fake.token)
 
 

@@ -28,7 +28,7 @@ from picobridge.contract import (
     ReplyKind,
     SubmitResult,
 )
-from tests.fakes.fake_slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
+from tests.fakes.slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
 
 
 class StubBridge:

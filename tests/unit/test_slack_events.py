@@ -17,7 +17,7 @@ from picobridge.adapters.slack.events import (
     translate_command,
 )
 from picobridge.contract import ChatRef
-from tests.fakes.fake_slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
+from tests.fakes.slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
 
 ME = Identity("U0BOT", "B0BOT", "T1")
 

@@ -14,7 +14,8 @@ from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentR
 from picobridge.adapters.slack import files as slack_files
 from picobridge.adapters.slack.files import SlackFiles, host_allowed, looks_like_login_page
 from picobridge.config.sections import AttachmentSettings
-from tests.fakes.fake_slack import DOWNLOAD_ENDPOINT, LOGIN_PAGE_HTML, FakeSlack
+from tests.fakes.server import DOWNLOAD
+from tests.fakes.slack import LOGIN_PAGE_HTML, FakeSlack
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def files(fake: FakeSlack, session: aiohttp.ClientSession, tmp_path: Path, *,
     policy = AttachmentPolicy(AttachmentSettings(**limits), tmp_path / "media")
 
     async def info(file_id: str) -> dict[str, Any]:
-        return dict(fake._files[file_id].obj)
+        return fake.file_info(file_id)
 
     return SlackFiles(session, token or fake.bot_token,
                       hosts if hosts is not None else ["127.0.0.1"], policy, info)
@@ -93,10 +94,10 @@ async def test_transient_host_errors_are_retried(fake: FakeSlack, session: aioht
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slack_files, "RETRY_DELAY", 0.01)
     fetch = files(fake, session, tmp_path).fetch
-    fake.fail_next(DOWNLOAD_ENDPOINT, 503)
+    fake.fail_next(DOWNLOAD, 503)
     got = await fetch(fake.add_file(b"after a hiccup", "h.txt"))
     assert got.content == "after a hiccup"
-    fake.fail_next(DOWNLOAD_ENDPOINT, 500, times=3)
+    fake.fail_next(DOWNLOAD, 500, times=3)
     with pytest.raises(AttachmentRefused, match="send it again"):
         await fetch(fake.add_file(b"never", "n.txt"))
 

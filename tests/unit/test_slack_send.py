@@ -10,7 +10,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from picobridge.adapters.slack.render import render_slack
 from picobridge.adapters.slack.send import EMPTY_REPLY, LONG_REPLY_NOTE, SlackSender, StreamTarget
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
-from tests.fakes.fake_slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
+from tests.fakes.slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
 
 CHAT = ChatRef("slack", DEFAULT_CHANNEL, "1700000000.000100")
 
@@ -130,7 +130,7 @@ async def test_progress_survives_a_restart(fake: FakeSlack) -> None:
     fake.set_flood(2, methods=("chat.postMessage",))
     with pytest.raises(DeliveryError):
         await first.send(CHAT, reply)  # part one posted, part two refused
-    fake.set_flood(None)
+    fake.set_flood(0)
     assert len(fake.posted_messages(DEFAULT_CHANNEL)) == 1
 
     await sender(fake, cursors).send(CHAT, reply)  # a new process: memory is empty

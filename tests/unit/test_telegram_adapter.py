@@ -14,7 +14,7 @@ from picobridge.adapters.telegram import adapter as telegram_module
 from picobridge.adapters.telegram.adapter import TelegramAdapter
 from picobridge.config.settings import Settings
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 from tests.unit.telegram_memory import MemoryBridge
 
 

@@ -17,7 +17,7 @@ from picobridge.adapters.telegram.normalise import (
     strip_mention,
 )
 from picobridge.contract import ChatRef
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 
 COMMANDS = ("new", "status", "stop", "help", "start")
 GROUP = -100555

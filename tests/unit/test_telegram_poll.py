@@ -22,7 +22,8 @@ from picobridge.adapters.telegram.normalise import BotIdentity
 from picobridge.adapters.telegram.poll import CURSOR, Poller, WebhookReceiver
 from picobridge.config.sections import AttachmentSettings
 from picobridge.contract import ChatRef
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.server import DOWNLOAD
+from tests.fakes.telegram import FakeTelegram
 from tests.unit.telegram_memory import MemoryBridge
 
 USER = 42
@@ -75,8 +76,8 @@ async def test_offset_moves_only_after_the_commit(rig: Rig) -> None:
     # Fetched but not committed: nothing may be confirmed, and no poll may run that would
     # confirm it (python-telegram-bot's Updater would already be polling with offset + 1).
     assert fake.active_polls == 0
-    assert all((p.get("offset") or 0) <= first["update_id"]
-               for p in fake.calls_to("getUpdates"))
+    assert all((c.params.get("offset") or 0) <= first["update_id"]
+               for c in fake.calls_to("getUpdates"))
     assert fake.confirmed_offset <= first["update_id"]
     assert fake.pending_updates[0]["update_id"] == first["update_id"]
     bridge.gate.set()
@@ -131,7 +132,7 @@ async def test_album_split_over_two_polls_is_one_message(rig: Rig) -> None:
     first = fake.user_message(USER, USER, photo=photo, caption="both", media_group_id="a1")
     # The first part is fetched alone and the poller keeps polling, its offset on that part;
     # the second part comes in a later getUpdates.
-    await fake.wait_for_call("getUpdates", lambda p: p.get("offset") == first["update_id"])
+    await fake.wait_for_call("getUpdates", lambda c: c.params.get("offset") == first["update_id"])
     assert len(fake.calls_to("getUpdates")) > polls + 1 and rig.bridge.submitted == []
     second = fake.add_file(b"\xff\xd8 two", None, "image/jpeg", kind="photo")
     fake.user_message(USER, USER, photo=second, media_group_id="a1")
@@ -141,14 +142,14 @@ async def test_album_split_over_two_polls_is_one_message(rig: Rig) -> None:
     assert album.text == "both" and len(album.attachments) == 2
     assert text.text == "after the album"
     # Until the album was committed the offset stayed on its first part.
-    offsets = [p.get("offset") for p in fake.calls_to("getUpdates")]
+    offsets = [c.params.get("offset") for c in fake.calls_to("getUpdates")]
     assert all(o is None or o <= first["update_id"] for o in offsets[: offsets.index(
         first["update_id"]) + 1])
 
 
 async def test_failed_download_is_retried_not_lost(rig: Rig) -> None:
     fake, bridge = rig.fake, rig.bridge
-    fake.fail_next("download", 502)
+    fake.fail_next(DOWNLOAD, 502)
     update = fake.user_document(USER, USER, b"hello", "a.txt", "text/plain")
     await bridge.wait_for(lambda: len(bridge.submitted) == 1, "submit after retry")
     assert bridge.submitted[0].attachments[0].content == "hello"
@@ -157,7 +158,7 @@ async def test_failed_download_is_retried_not_lost(rig: Rig) -> None:
 
 
 async def test_revoked_token_is_fatal(rig: Rig) -> None:
-    rig.fake.token = "1:other"
+    rig.fake.revoke(rig.fake.token)
     rig.fake.user_message(USER, USER, "end the long poll")
     await asyncio.wait_for(rig.task, 10)
     (reason,) = rig.bridge.fatal_reasons

@@ -13,7 +13,7 @@ from telegram.ext import ExtBot
 from picobridge.adapters.telegram import progress as telegram_progress
 from picobridge.adapters.telegram.progress import ProgressDisplay, draft, visible
 from picobridge.contract import ChatRef, Outcome, ProgressEvent, ProgressKind
-from tests.fakes.fake_telegram import FakeTelegram, utf16_len
+from tests.fakes.telegram import FakeTelegram, utf16_len
 
 CHAT = ChatRef("telegram", "42")
 

@@ -14,7 +14,7 @@ from telegram.ext import ExtBot
 
 from picobridge.adapters.telegram.send import EMPTY_REPLY, FileStep, Sender, TextStep, plan
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
-from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +82,7 @@ async def test_error_mapping(fake: FakeTelegram, sender: Sender) -> None:
     with pytest.raises(DeliveryError) as gateway:
         await sender.send(CHAT, reply)
     assert not gateway.value.permanent and gateway.value.retry_after is None
-    fake.fail_next("sendMessage", 400, description="Bad Request: message thread not found")
+    fake.fail_next("sendMessage", 400, error="Bad Request: message thread not found")
     with pytest.raises(DeliveryError) as refused:
         await sender.send(CHAT, reply)
     assert refused.value.permanent and "thread not found" in str(refused.value)
@@ -95,15 +95,15 @@ async def test_error_mapping(fake: FakeTelegram, sender: Sender) -> None:
 
 async def test_entity_refusal_falls_back_to_plain_text(fake: FakeTelegram,
                                                        sender: Sender) -> None:
-    fake.fail_next("sendMessage", 400, description="Bad Request: can't parse entities: x")
+    fake.fail_next("sendMessage", 400, error="Bad Request: can't parse entities: x")
     await sender.send(CHAT, OutgoingReply("**bold** and `code`", ReplyKind.ANSWER))
     (message,) = fake.sent_messages(42)
     assert message.text == "bold and code" and message.entities == []
 
 
 async def test_group_migrated_to_supergroup(fake: FakeTelegram, sender: Sender) -> None:
-    fake.fail_next("sendMessage", 400, description="Bad Request: group chat was upgraded",
-                   parameters={"migrate_to_chat_id": -1001234})
+    fake.fail_next("sendMessage", 400, error="Bad Request: group chat was upgraded",
+                   extra={"migrate_to_chat_id": -1001234})
     await sender.send(ChatRef("telegram", "-55"), OutgoingReply("moved", ReplyKind.ANSWER))
     assert fake.texts(-1001234) == ["moved"]
 

@@ -1,0 +1,169 @@
+"""Updates in the fake Telegram: the queue, long-polling getUpdates with offsets (and the 409 a
+second poller gets), allowed_updates, webhooks, and redelivery."""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import ClientSession, ClientTimeout
+
+from tests.fakes.server import JSON
+from tests.fakes.telegram.base import MethodHandler
+from tests.fakes.telegram.files import TelegramFiles
+from tests.fakes.telegram.model import STATUS_DESCRIPTIONS, ApiError, UploadedFile, bad_request
+
+# Update types Telegram leaves out unless a client asks for them in allowed_updates.
+_OPT_IN_UPDATE_TYPES = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
+_WEBHOOK_CONFLICT = ("Conflict: can't use getUpdates method while webhook is active; "
+                     "use deleteWebhook to delete the webhook first")
+
+
+def _update_type(update: JSON) -> str:
+    return next((key for key in update if key != "update_id"), "")
+
+
+class TelegramUpdates(TelegramFiles):
+    """The update queue and the two ways of taking it: getUpdates and a webhook."""
+
+    def methods(self) -> dict[str, MethodHandler]:
+        return {**super().methods(), "getUpdates": self._get_updates,
+                "setWebhook": self._set_webhook, "deleteWebhook": self._delete_webhook,
+                "getWebhookInfo": self._get_webhook_info}
+
+    @property
+    def pending_updates(self) -> list[JSON]:
+        """Updates not yet confirmed by an offset."""
+        return list(self._queue)
+
+    @property
+    def last_update_id(self) -> int:
+        return self._next_update_id - 1
+
+    def enqueue_update(self, update: JSON) -> JSON:
+        """Queue a raw update; update_id is assigned when missing. Returns the update."""
+        if "update_id" not in update:
+            update = {"update_id": self._next_update_id, **update}
+        self._next_update_id = max(self._next_update_id, update["update_id"] + 1)
+        self.updates[update["update_id"]] = update
+        self._queue.append(update)
+        self.notify()
+        return update
+
+    async def redeliver(self, update_id: int) -> JSON:
+        """Deliver an update again on the next getUpdates, even if it was confirmed."""
+        update = self.updates[update_id]
+        self._redelivered.append(update)
+        self.notify()
+        return update
+
+    async def wait_for_poll(self, timeout: float = 10.0) -> None:
+        """Wait until a getUpdates long poll is parked in the fake."""
+        await self.wait_for(lambda: self.active_polls > 0, "an active getUpdates", timeout)
+
+    async def wait_until_confirmed(self, update_id: int, timeout: float = 10.0) -> None:
+        """Wait until the client confirmed ``update_id`` (offset > update_id)."""
+        await self.wait_for(lambda: self.confirmed_offset > update_id,
+                            f"confirmation of {update_id}", timeout)
+
+    def _allowed(self, update: JSON) -> bool:
+        kind = _update_type(update)
+        if self.allowed_updates:
+            return kind in self.allowed_updates
+        return kind not in _OPT_IN_UPDATE_TYPES
+
+    def _confirm(self, offset: int | None) -> None:
+        if not offset:
+            return
+        if offset > 0:
+            self._queue = [u for u in self._queue if u["update_id"] >= offset]
+            self.confirmed_offset = max(self.confirmed_offset, offset)
+        else:
+            self._queue = self._queue[offset:]
+            if self._queue:
+                self.confirmed_offset = max(self.confirmed_offset, self._queue[0]["update_id"])
+
+    def _deliverable(self) -> bool:
+        return bool(self._redelivered) or any(self._allowed(u) for u in self._queue)
+
+    async def _get_updates(self, params: JSON) -> list[JSON]:
+        if self.webhook is not None:
+            raise ApiError(409, _WEBHOOK_CONFLICT)
+        limit = params.get("limit") or 100
+        limit = limit if 1 <= limit <= 100 else 100
+        if "allowed_updates" in params:
+            if not isinstance(params["allowed_updates"], list):
+                raise bad_request("can't parse allowed_updates JSON object")
+            self.allowed_updates = [str(x) for x in params["allowed_updates"]]
+        # Telegram answers an older, still-waiting getUpdates with 409 when a new one arrives.
+        self._poll_generation += 1
+        generation = self._poll_generation
+        self._confirm(params.get("offset"))
+        self.active_polls += 1
+        self.notify()
+        try:
+            await self.until(lambda: (self._closing or generation != self._poll_generation
+                                      or self._deliverable()),
+                             max(float(params.get("timeout") or 0), 0.0))
+        finally:
+            self.active_polls -= 1
+        if generation != self._poll_generation:
+            raise ApiError(409, STATUS_DESCRIPTIONS[409])
+        result = self._redelivered[:limit]
+        del self._redelivered[:limit]
+        # Updates the client did not ask for are never generated by Telegram: drop them.
+        self._queue = [u for u in self._queue if self._allowed(u)]
+        return result + self._queue[: limit - len(result)]
+
+    async def _set_webhook(self, params: JSON) -> bool:
+        url = params.get("url")
+        if not isinstance(url, str):
+            raise bad_request("bad webhook: URL must be provided for webhook")
+        if not url:
+            self.webhook = None
+            return True
+        if not url.startswith(("http://", "https://")):
+            raise bad_request("bad webhook: An HTTPS URL must be provided for webhook")
+        secret = params.get("secret_token")
+        if secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", str(secret)):
+            raise bad_request("bad webhook: secret token contains unallowed characters")
+        if params.get("drop_pending_updates"):
+            self._queue.clear()
+        if isinstance(params.get("allowed_updates"), list):
+            self.allowed_updates = [str(x) for x in params["allowed_updates"]]
+        self.webhook = {k: v for k, v in params.items() if not isinstance(v, UploadedFile)}
+        self._poll_generation += 1  # a parked long poll ends with 409, as on Telegram
+        return True
+
+    async def _delete_webhook(self, params: JSON) -> bool:
+        self.webhook = None
+        if params.get("drop_pending_updates"):
+            self._queue.clear()
+        return True
+
+    async def _get_webhook_info(self, params: JSON) -> JSON:
+        info: JSON = {"url": (self.webhook or {}).get("url", ""), "has_custom_certificate": False,
+                      "pending_update_count": len(self._queue)}
+        if self.webhook and self.webhook.get("allowed_updates"):
+            info["allowed_updates"] = self.webhook["allowed_updates"]
+        return info
+
+    async def deliver_webhook(self, timeout: float = 10.0) -> int:
+        """POST pending updates to the registered webhook like Telegram; returns how many the
+        receiver accepted (HTTP 200). Delivery stops at the first refusal."""
+        if self.webhook is None:
+            raise RuntimeError("no webhook is set")
+        headers = {}
+        if self.webhook.get("secret_token"):
+            headers["X-Telegram-Bot-Api-Secret-Token"] = str(self.webhook["secret_token"])
+        delivered = 0
+        async with ClientSession(timeout=ClientTimeout(total=timeout)) as session:
+            while self._queue:
+                update = self._queue[0]
+                async with session.post(self.webhook["url"], json=update, headers=headers) as resp:
+                    if resp.status != 200:
+                        break
+                self._queue.pop(0)
+                self.confirmed_offset = max(self.confirmed_offset, update["update_id"] + 1)
+                delivered += 1
+                self.notify()
+        return delivered
