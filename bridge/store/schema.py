@@ -1,16 +1,53 @@
-"""Numbered SQL migrations (migrations/NNNN_name.sql, shipped in the wheel), applied in order,
-each in its own transaction, with the applied versions recorded in the database."""
+"""Numbered migrations, applied in order, each in its own transaction, with the applied
+versions recorded in the database.
+
+A migration is a file `NNNN_name.sql` or `NNNN_name.py` in the migrations source: by default
+the package picobridge.migrations (the folder migrations/, shipped in the wheel), or any
+folder handed to `available_migrations` / `migrate` (tests use temporary ones). The numbers of
+both kinds together must run 1..n without gaps.
+
+An SQL migration runs statement by statement. A Python migration is for a data step SQL cannot
+express; it defines
+
+    async def migrate(db: aiosqlite.Connection) -> None
+
+which runs inside the migration's transaction, before its version is recorded: it must not
+commit or roll back, nor call executescript (which commits first). A migration that ends the
+transaction is refused, as is one that raises; its version is then not recorded.
+
+How a Python migration is loaded: `NNNN_name.py` cannot be imported by name (a module name
+cannot start with a digit), but keeping the SQL files' pattern keeps both kinds in one sorted
+listing. So the runner reads the file through importlib.resources (which also works from a
+zipped install), compiles it and executes it in a fresh module, named
+picobridge.migrations.NNNN_name so that its logger (`logging.getLogger(__name__)`) sits under
+picobridge's, and not entered in sys.modules. It is loaded only when it is applied, and no
+bytecode is cached: it runs once per database, and a stale cache of an edited file could run
+the old code. It still ships and is checked: setuptools puts every .py file of a listed package
+in the wheel (and in the strict editable tree, after a reinstall), and mypy checks it as a
+module of picobridge.migrations. A migration must keep doing the same thing as the code around it
+changes, so it should not import picobridge's own modules.
+"""
 
 from __future__ import annotations
 
+import inspect
 import re
+import sqlite3
 import time
+import types
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import cast
 
 import aiosqlite
 
-_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+PACKAGE = "picobridge.migrations"
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.(sql|py)$")
+
+Step = Callable[[aiosqlite.Connection], Awaitable[None]]
 
 
 class SchemaError(Exception):
@@ -21,15 +58,30 @@ class SchemaError(Exception):
 class Migration:
     version: int
     name: str
-    sql: str
+    file: Traversable
+
+    @property
+    def is_python(self) -> bool:
+        return self.file.name.endswith(".py")
+
+    async def run(self, db: aiosqlite.Connection) -> None:
+        """The migration's own statements, inside the transaction the runner opened."""
+        if self.is_python:
+            await _python_step(self)(db)
+            return
+        # executescript would commit on its own; run statement by statement instead so the
+        # migration and its version row share one transaction.
+        for statement in _statements(self.file.read_text(encoding="utf-8")):
+            await db.execute(statement)
 
 
-def available_migrations() -> list[Migration]:
+def available_migrations(source: Traversable | None = None) -> list[Migration]:
+    root = resources.files(PACKAGE) if source is None else source
     found = []
-    for entry in resources.files("picobridge.migrations").iterdir():
+    for entry in root.iterdir():
         match = _NAME.match(entry.name)
         if match:
-            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+            found.append(Migration(int(match[1]), match[2], entry))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):
@@ -47,13 +99,13 @@ async def applied_version(db: aiosqlite.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-async def migrate(db: aiosqlite.Connection) -> list[Migration]:
+async def migrate(db: aiosqlite.Connection, source: Traversable | None = None) -> list[Migration]:
     """Bring the schema up to date; returns the migrations applied now.
 
     Refuses a database written by a newer picobridge: running old code on it could corrupt
     state the newer code depends on.
     """
-    migrations = available_migrations()
+    migrations = available_migrations(source)
     current = await applied_version(db)
     latest = migrations[-1].version if migrations else 0
     if current > latest:
@@ -63,30 +115,45 @@ async def migrate(db: aiosqlite.Connection) -> list[Migration]:
         )
     applied = []
     for migration in migrations[current:]:
-        try:
-            await db.execute("BEGIN IMMEDIATE")
-            # executescript would commit on its own; run statement by statement instead so the
-            # migration and its version row share one transaction.
-            for statement in _statements(migration.sql):
-                await db.execute(statement)
-            await db.execute(
-                "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.name, time.time()),
-            )
-            await db.commit()
-        except Exception as exc:
-            await db.rollback()
-            raise SchemaError(
-                f"migration {migration.version:04d}_{migration.name} failed: {exc}"
-            ) from exc
+        await _apply(db, migration)
         applied.append(migration)
     return applied
 
 
+async def _apply(db: aiosqlite.Connection, migration: Migration) -> None:
+    try:
+        await db.execute("BEGIN IMMEDIATE")
+        await migration.run(db)
+        if not db.in_transaction:
+            # Recording the version now would mark a half-done migration as done.
+            raise SchemaError("it ended its transaction itself (commit, rollback or "
+                              "executescript); what it did before that may be committed")
+        await db.execute(
+            "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+            (migration.version, migration.name, time.time()),
+        )
+        await db.commit()
+    except Exception as exc:
+        await db.rollback()
+        raise SchemaError(
+            f"migration {migration.version:04d}_{migration.name} failed: {exc}"
+        ) from exc
+
+
+def _python_step(migration: Migration) -> Step:
+    module = types.ModuleType(f"{PACKAGE}.{migration.file.name.removesuffix('.py')}")
+    module.__file__ = str(migration.file)  # for tracebacks
+    source = migration.file.read_text(encoding="utf-8")
+    # dont_inherit: this module's `from __future__` imports are not the migration's.
+    exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
+    step = getattr(module, "migrate", None)
+    if not inspect.iscoroutinefunction(step):
+        raise SchemaError(f"{migration.file.name} defines no `async def migrate(db)`")
+    return cast(Step, step)
+
+
 def _statements(sql: str) -> list[str]:
     """Split a migration into statements with sqlite's own completeness check."""
-    import sqlite3
-
     statements, buffer = [], ""
     for line in sql.splitlines(keepends=True):
         if not buffer and line.lstrip().startswith("--"):

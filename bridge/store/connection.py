@@ -1,0 +1,118 @@
+"""The one connection every table group writes through.
+
+One aiosqlite connection does all the writing (SQLite allows one writer anyway); a lock keeps
+one coroutine's multi-statement transaction from interleaving with another's. WAL with
+synchronous=NORMAL: a commit survives the daemon being killed at any moment, which is the
+promise made to users; only an OS crash may lose the last few commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+import aiosqlite
+
+from picobridge.store.batching import Coalescer
+from picobridge.store.schema import SchemaError, applied_version, available_migrations, migrate
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+class StoreError(Exception):
+    """The database could not be opened or used."""
+
+
+def batch_fields(count: int) -> str:
+    """The first `count` fields of a batched row (a JSON array `m.value`) as SQL values."""
+    return ", ".join(f"json_extract(m.value, '$[{i}]')" for i in range(count))
+
+
+class Database:
+    """The connection, its lock and the group-commit queues; the table groups build on it."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        self._lock = asyncio.Lock()
+        self._coalescers: list[Coalescer[Any, Any]] = []
+
+    @classmethod
+    async def open(cls, path: Path, *, migrate_schema: bool = True) -> Self:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = await aiosqlite.connect(path, isolation_level=None)
+        except (OSError, aiosqlite.Error) as exc:
+            raise StoreError(f"cannot open database {path}: {exc}") from None
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            await db.execute("PRAGMA foreign_keys=ON")
+            await db.execute("PRAGMA busy_timeout=5000")
+            if migrate_schema:
+                await migrate(db)
+            else:
+                version = await applied_version(db)
+                latest = len(available_migrations())
+                if version != latest:
+                    raise SchemaError(
+                        f"database schema is at version {version}, this picobridge needs "
+                        f"{latest}; run `picobridge migrate`"
+                    )
+        except SchemaError:
+            await db.close()
+            raise
+        except aiosqlite.Error as exc:
+            await db.close()
+            raise StoreError(f"cannot use database {path}: {exc}") from None
+        return cls(db, path)
+
+    async def close(self) -> None:
+        # Writes callers gave up waiting for (a cancelled delivery marking its reply sent)
+        # still land: otherwise the next start would send that reply again.
+        for pending in self._coalescers:
+            await pending.settle()
+        await self._db.close()
+
+    async def schema_version(self) -> int:
+        return await applied_version(self._db)
+
+    def _coalesce(self, flush: Callable[[Sequence[Item]], Awaitable[Sequence[Result]]],
+                  name: str) -> Coalescer[Item, Result]:
+        """A group-commit queue that `close` waits for."""
+        coalescer = Coalescer(flush, name)
+        self._coalescers.append(coalescer)
+        return coalescer
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                await self._db.rollback()
+                raise
+            await self._db.commit()
+
+    # A single statement is its own transaction. On the shared connection, one issued while
+    # another coroutine holds BEGIN would silently join (and share the fate of) that
+    # transaction, so it waits for the lock then; otherwise it goes straight to the database
+    # thread's queue, behind whatever is already there, and many commits can be queued at
+    # once instead of each waiting for the previous one's round trip. (aiosqlite queues the
+    # call before its first await, so a BEGIN issued later is queued after it.)
+    # execute_fetchall is one round trip to the database thread; a cursor would cost three.
+
+    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if not self._lock.locked():
+            return list(await self._db.execute_fetchall(sql, params))
+        async with self._lock:
+            return list(await self._db.execute_fetchall(sql, params))
+
+    async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        rows = await self._all(sql, params)
+        return rows[0] if rows else None

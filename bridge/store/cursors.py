@@ -1,0 +1,19 @@
+"""Platform positions, such as the Telegram getUpdates offset."""
+
+from __future__ import annotations
+
+import time
+
+from picobridge.store.connection import Database
+
+
+class CursorTable(Database):
+    async def get_cursor(self, name: str) -> str | None:
+        row = await self._one("SELECT value FROM cursors WHERE name = ?", (name,))
+        return str(row[0]) if row else None
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        await self._all(
+            "INSERT INTO cursors(name, value, updated_at) VALUES (?, ?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at", (name, value, time.time()))

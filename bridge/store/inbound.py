@@ -1,0 +1,160 @@
+"""Every message a user sent, from its arrival until it is answered (or dropped or failed)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from picobridge.contract import Attachment, ChatRef, InboundMessage, ReplyKind
+from picobridge.store.chats import ensure_chat
+from picobridge.store.connection import Database, batch_fields
+from picobridge.store.records import StoredMessage, StoredReply, clean, clean_inbound
+
+
+async def _seen(db: aiosqlite.Connection, platform: str, platform_msg_id: str) -> bool:
+    rows = await db.execute_fetchall(
+        "SELECT 1 FROM inbound WHERE platform = ? AND platform_msg_id = ?",
+        (platform, platform_msg_id))
+    return bool(list(rows))
+
+
+class InboundTable(Database):
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        super().__init__(db, path)
+        self._insert_known = self._coalesce(self._insert_known_batch, "inbound")
+
+    async def record_inbound(self, msg: InboundMessage) -> StoredMessage | None:
+        """Commit a new message to the chat's current session; None when it is a duplicate."""
+        now = time.time()
+        msg = clean_inbound(msg)
+        # ASCII: a lone surrogate in a file's name or text stays a JSON escape, not a str
+        # that no UTF-8 encoder takes.
+        attachments = json.dumps([a.to_json() for a in msg.attachments])
+        values = (msg.chat.platform, msg.platform_message_id, msg.sender_id, msg.sender_name,
+                  msg.text, attachments, msg.reply_to, now, now)
+        # A known chat (the common case) is written together with other messages arriving
+        # at the same moment; a new chat or a duplicate takes the slow path.
+        inserted = await self._insert_known((*values, msg.chat.key))
+        if inserted is None:
+            async with self._tx() as db:
+                if await _seen(db, msg.chat.platform, msg.platform_message_id):
+                    return None
+                session_id = await ensure_chat(db, msg.chat)
+                rows = list(await db.execute_fetchall(
+                    "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
+                    " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id, session_id",
+                    (*values, msg.chat.key, session_id)))
+            inserted = rows[0][0], rows[0][1]
+        row_id, session_id = inserted
+        return StoredMessage(row_id, msg.platform_message_id, msg.chat, session_id, msg.sender_id,
+                             msg.text, msg.attachments, msg.reply_to, "received", 0, now,
+                             msg.sent_at)
+
+    async def _insert_known_batch(
+        self, batch: Sequence[tuple[Any, ...]],
+    ) -> list[tuple[int, str] | None]:
+        """Insert messages of known chats in one statement; None for a new chat or a message
+        already stored (also when the same message is twice in the batch)."""
+        rows = await self._all(
+            "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
+            " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
+            f" SELECT {batch_fields(9)}, c.chat_key, c.session_id FROM json_each(?) m"
+            " JOIN chats c ON c.chat_key = json_extract(m.value, '$[9]')"
+            " WHERE true ORDER BY m.key"  # in arrival order: a chat's ids follow its messages
+            " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
+            " RETURNING id, platform, platform_msg_id, session_id",
+            (json.dumps(batch, ensure_ascii=False),))
+        stored = {(r[1], r[2]): (int(r[0]), str(r[3])) for r in rows}
+        # pop: of two copies of one message in a batch only the first was inserted.
+        return [stored.pop((item[0], item[1]), None) for item in batch]
+
+    async def seen(self, platform: str, platform_msg_id: str) -> bool:
+        async with self._lock:
+            return await _seen(self._db, platform, platform_msg_id)
+
+    async def record_command(self, msg: InboundMessage, reply: str) -> StoredReply | None:
+        """Record a handled bridge command and its reply together; None when seen before."""
+        now = time.time()
+        msg, reply = clean_inbound(msg), clean(reply)
+        async with self._tx() as db:
+            session_id = await ensure_chat(db, msg.chat)
+            cur = await db.execute(
+                "INSERT INTO inbound(platform, platform_msg_id, chat_key, session_id, sender_id,"
+                " sender_name, text, reply_to, status, received_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'answered', ?, ?)"
+                " ON CONFLICT(platform, platform_msg_id) DO NOTHING",
+                (msg.chat.platform, msg.platform_message_id, msg.chat.key, session_id,
+                 msg.sender_id, msg.sender_name, msg.text, msg.reply_to, now, now),
+            )
+            if cur.rowcount == 0:
+                return None
+            inbound_id = cur.lastrowid
+            out = await db.execute(
+                "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (msg.chat.key, session_id, ReplyKind.NOTICE.value, reply, msg.reply_to, now))
+            await db.execute("UPDATE inbound SET outbox_id = ? WHERE id = ?",
+                             (out.lastrowid, inbound_id))
+        assert out.lastrowid is not None
+        return StoredReply(out.lastrowid, msg.chat, ReplyKind.NOTICE, reply, msg.reply_to, None,
+                           (msg.platform_message_id,), 0)
+
+    async def mark_dispatched(self, ids: Sequence[int]) -> None:
+        await self._all(
+            "UPDATE inbound SET status = 'dispatched', attempts = attempts + 1, updated_at = ?"
+            " WHERE status = 'received' AND id IN (SELECT value FROM json_each(?))",
+            (time.time(), json.dumps(list(ids))))
+
+    async def requeue(self, ids: Sequence[int], *, refund: bool = False) -> None:
+        """Put dispatched messages back in the queue; `refund` un-counts the attempt."""
+        await self._all(
+            "UPDATE inbound SET status = 'received', updated_at = ?,"
+            " attempts = MAX(0, attempts - ?) WHERE status = 'dispatched'"
+            " AND id IN (SELECT value FROM json_each(?))",
+            (time.time(), int(refund), json.dumps(list(ids))))
+
+    async def update_text(self, platform: str, platform_msg_id: str,
+                          text: str) -> StoredMessage | None:
+        """Edit a message that has not reached the agent yet; None if it is too late."""
+        text = clean(text)
+        async with self._tx() as db:
+            cur = await db.execute(
+                "UPDATE inbound SET text = ?, updated_at = ? WHERE platform = ?"
+                " AND platform_msg_id = ? AND status = 'received'",
+                (text, time.time(), platform, platform_msg_id))
+            if cur.rowcount == 0:
+                return None
+        rows = await self._open_rows("AND i.platform = ? AND i.platform_msg_id = ?",
+                                     (platform, platform_msg_id))
+        return rows[0] if rows else None
+
+    async def drop_queued(self, chat: ChatRef, ids: Iterable[int]) -> int:
+        async with self._tx() as db:
+            cur = await db.executemany(
+                "UPDATE inbound SET status = 'dropped', updated_at = ? WHERE id = ?"
+                " AND chat_key = ? AND status = 'received'",
+                [(time.time(), i, chat.key) for i in ids])
+            return cur.rowcount
+
+    async def open_messages(self) -> list[StoredMessage]:
+        """Messages not yet answered, oldest first: what a restart must dispatch again."""
+        return await self._open_rows("", ())
+
+    async def _open_rows(self, where: str, params: Sequence[Any]) -> list[StoredMessage]:
+        rows = await self._all(
+            "SELECT i.id, i.platform_msg_id, c.platform, c.chat_id, c.thread_id, i.session_id,"
+            " i.sender_id, i.text, i.attachments, i.reply_to, i.status, i.attempts, i.received_at"
+            " FROM inbound i JOIN chats c ON c.chat_key = i.chat_key"
+            f" WHERE i.status IN ('received', 'dispatched') {where} ORDER BY i.id", params)
+        return [
+            StoredMessage(r[0], r[1], ChatRef(r[2], r[3], r[4]), r[5], r[6], r[7],
+                          tuple(Attachment.from_json(a) for a in json.loads(r[8])), r[9], r[10],
+                          r[11], r[12])
+            for r in rows
+        ]

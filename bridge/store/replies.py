@@ -1,0 +1,110 @@
+"""The outbox: replies kept until the platform accepted them, each settling the messages it
+answers in the statement that stores it (the triggers of migration 0002)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from picobridge.contract import ChatRef, ReplyKind
+from picobridge.store.chats import ensure_chat
+from picobridge.store.connection import Database, batch_fields
+from picobridge.store.records import StoredMessage, StoredReply, clean
+
+
+class ReplyTable(Database):
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        super().__init__(db, path)
+        self._insert_replies = self._coalesce(self._insert_replies_batch, "replies")
+        self._mark_sent = self._coalesce(self._mark_sent_batch, "sent")
+
+    async def add_reply(
+        self,
+        chat: ChatRef,
+        kind: ReplyKind,
+        text: str,
+        *,
+        session_id: str | None = None,
+        reply_to: str | None = None,
+        private_to: str | None = None,
+        settles: Sequence[StoredMessage] = (),
+        settle_status: str = "answered",
+        error: str | None = None,
+    ) -> StoredReply:
+        """Queue a reply and, in the same transaction, settle the messages it answers.
+
+        Doing both at once is what makes a crash between them harmless: either the reply is
+        queued and the messages are answered, or neither happened and the turn runs again.
+        """
+        text = clean(text)
+        error = clean(error) if error is not None else None
+        ids = [m.id for m in settles]
+        answers = tuple(m.platform_msg_id for m in sorted(settles, key=lambda m: m.id))
+        row = (chat.key, session_id, kind.value, text, reply_to, private_to, time.time(), error,
+               json.dumps(ids) if ids else None, settle_status)
+        outbox_id = await self._insert_replies(row)
+        if outbox_id is None:
+            # The chat has no row yet (a stranger's first message): create it, then insert.
+            async with self._tx() as db:
+                await ensure_chat(db, chat)
+                rows = list(await db.execute_fetchall(
+                    "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
+                    " created_at, error, settles, settle_status)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id", row))
+            outbox_id = int(rows[0][0])
+        return StoredReply(outbox_id, chat, kind, text, reply_to, private_to, answers, 0)
+
+    async def _insert_replies_batch(self, batch: Sequence[tuple[Any, ...]]) -> list[int | None]:
+        """Insert replies to known chats in one statement (the trigger from migration 0002
+        settles each one's messages with it); None for a chat without a row."""
+        rows = await self._all(
+            "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
+            f" created_at, error, settles, settle_status) SELECT {batch_fields(10)}"
+            " FROM json_each(?) m JOIN chats c ON c.chat_key = json_extract(m.value, '$[0]')"
+            " ORDER BY m.key RETURNING id, chat_key, kind, text, reply_to, private_to, settles",
+            (json.dumps(batch, ensure_ascii=False),))
+        # Rows are told apart by content; two replies alike in all of it are interchangeable.
+        ids: dict[tuple[Any, ...], list[int]] = {}
+        for r in rows:
+            ids.setdefault(tuple(r[1:]), []).append(int(r[0]))
+        result: list[int | None] = []
+        for item in batch:
+            found = ids.get((item[0], item[2], item[3], item[4], item[5], item[8]))
+            result.append(found.pop(0) if found else None)
+        return result
+
+    async def pending_replies(self, chat_key: str | None = None) -> list[StoredReply]:
+        rows = await self._all(
+            "SELECT o.id, c.platform, c.chat_id, c.thread_id, o.kind, o.text, o.reply_to,"
+            " o.private_to, o.attempts,"
+            " (SELECT json_group_array(platform_msg_id) FROM (SELECT i.platform_msg_id"
+            "  FROM inbound i WHERE i.outbox_id = o.id ORDER BY i.id))"
+            " FROM outbox o JOIN chats c ON c.chat_key = o.chat_key"
+            " WHERE o.status = 'pending' AND (? IS NULL OR o.chat_key = ?) ORDER BY o.id",
+            (chat_key, chat_key))
+        return [
+            StoredReply(r[0], ChatRef(r[1], r[2], r[3]), ReplyKind(r[4]), r[5], r[6], r[7],
+                        tuple(json.loads(r[9])), r[8])
+            for r in rows
+        ]
+
+    async def mark_sent(self, outbox_id: int) -> None:
+        await self._mark_sent(outbox_id)
+
+    async def _mark_sent_batch(self, ids: Sequence[int]) -> list[None]:
+        # The trigger marks the answered messages delivered in the same statement.
+        await self._all("UPDATE outbox SET status = 'sent', sent_at = ?,"
+                        " attempts = attempts + 1 WHERE id IN (SELECT value FROM json_each(?))",
+                        (time.time(), json.dumps(list(ids))))
+        return [None] * len(ids)
+
+    async def mark_send_failed(self, outbox_id: int, error: str, *, permanent: bool) -> None:
+        await self._all(
+            "UPDATE outbox SET attempts = attempts + 1, error = ?,"
+            " status = CASE WHEN ? THEN 'failed' ELSE status END WHERE id = ?",
+            (error[:500], permanent, outbox_id))
