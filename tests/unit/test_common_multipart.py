@@ -4,6 +4,7 @@ progress kept in the bridge's cursors (partlog)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -35,7 +36,7 @@ class Platform:
         self.shown: list[str] = []
         self.refuse = refuse or set()
 
-    def sender(self, text: str):  # type: ignore[no-untyped-def]
+    def sender(self, text: str) -> Callable[[], Awaitable[None]]:
         async def send() -> None:
             if text in self.refuse:
                 raise ConnectionError(text)
@@ -60,7 +61,7 @@ async def test_progress_is_recorded_before_each_next_part_and_emptied_at_the_end
     seen_before: list[str | None] = []
     platform = Platform()
 
-    def sender(text: str):  # type: ignore[no-untyped-def]
+    def sender(text: str) -> Callable[[], Awaitable[None]]:
         send = platform.sender(text)
 
         async def recorded_first() -> None:
