@@ -93,7 +93,7 @@ class InboundMessage:
     `platform_message_id` must be unique per platform and stable across redeliveries: the
     bridge deduplicates on it. `reply_to` is the platform id of the message a reply should
     quote or thread under. `sent_at` is when the user sent it by the platform's clock, for a
-    platform that may deliver a chat's messages out of order (Slack retries an event whose
+    platform that may deliver a chat's messages out of order (one that retries an event whose
     acknowledgement was lost after newer ones): queued messages are taken in that order.
     """
 
@@ -123,8 +123,41 @@ class OutgoingReply:
     reply_to: str | None = None
     # Platform ids of the user messages this reply settles, so a console or test can match.
     answers: tuple[str, ...] = ()
-    # Set for notices meant for one user only (Slack shows those as ephemeral messages).
+    # Set for notices meant for one user only (a platform may show them to that user alone).
     private_to: str | None = None
+    # The reply's id in the store's outbox, stable across retries and restarts: what an
+    # adapter keys the progress of a reply sent in several parts on. None outside the outbox.
+    outbox_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeCommand:
+    """A command the bridge answers itself, on every platform.
+
+    `description` is one line in lower case, as /help lists it after the command (a platform
+    may capitalise it for its command menu). An unlisted command works but is not offered:
+    /start is what chat apps send when someone first opens a bot.
+    """
+
+    name: str
+    description: str
+    listed: bool = True
+
+
+# The one list of bridge commands: /help and every platform's command menu and command help
+# are made from it, so they cannot disagree.
+BRIDGE_COMMANDS: tuple[BridgeCommand, ...] = (
+    BridgeCommand("new", "start a fresh conversation (the agent forgets this one)"),
+    BridgeCommand("status", "agent health, your place in the queue, your session"),
+    BridgeCommand("stop", "drop your messages that are still waiting"),
+    BridgeCommand("help", "what this bot does and its commands"),
+    BridgeCommand("start", "say hello and explain the bot", listed=False),
+)
+
+
+def listed_commands() -> tuple[BridgeCommand, ...]:
+    """The bridge commands offered to users, in the order menus show them."""
+    return tuple(command for command in BRIDGE_COMMANDS if command.listed)
 
 
 class ProgressKind(enum.StrEnum):
@@ -189,7 +222,7 @@ class BridgeLink(Protocol):
         ...
 
     async def knows_chat(self, chat: ChatRef) -> bool:
-        """Whether the bridge already holds a conversation for this chat (e.g. a Slack thread)."""
+        """Whether the bridge already holds a conversation for this chat (e.g. a thread)."""
         ...
 
     async def get_cursor(self, name: str) -> str | None: ...
@@ -203,7 +236,7 @@ class BridgeLink(Protocol):
     def http_app(self) -> web.Application | None:
         """The daemon's local HTTP server (`http.listen`), None when it is off.
 
-        Adapters that receive webhooks (Slack HTTP mode, Telegram webhook mode) add their
+        Adapters that receive webhooks (a platform's HTTP or webhook mode) add their
         routes in `start`; the server begins listening after every adapter has started.
         """
         ...

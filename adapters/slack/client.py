@@ -90,6 +90,13 @@ async def check_app_token(client: AsyncWebClient, app_token: str) -> None:
         raise
 
 
+async def file_info(client: AsyncWebClient, file_id: str) -> dict[str, Any]:
+    """files.info for a file shared with only its id (e.g. in Slack Connect)."""
+    resp = await client.files_info(file=file_id)
+    file = resp.get("file")
+    return dict(file) if isinstance(file, dict) else {}
+
+
 def as_response(client: AsyncWebClient, data: dict[str, Any]) -> Any:
     """auth.test data as the response object bolt's authorization middleware caches."""
     return AsyncSlackResponse(client=client, http_verb="POST", api_url="auth.test",

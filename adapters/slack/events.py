@@ -20,12 +20,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from picobridge.contract import ChatRef
+from picobridge.contract import ChatRef, listed_commands
 
 PLATFORM = "slack"
 
-# Bridge commands users may type as text with the configured prefix ("!new").
-TEXT_COMMANDS = frozenset({"new", "status", "stop", "help"})
+# Bridge commands users may type as text with the configured prefix ("!new") or after the
+# slash command: those the bridge offers (its catalogue).
+TEXT_COMMANDS = frozenset(command.name for command in listed_commands())
 
 # Message subtypes that are a person (or, when allowed, a bot) saying something.
 _CONTENT_SUBTYPES = frozenset({None, "file_share", "thread_broadcast", "me_message"})
@@ -142,10 +143,48 @@ def normalise(body: dict[str, Any], me: Identity, *, allow_bots: bool,
     event = body.get("event")
     if not isinstance(event, dict):
         return Skip("no event")
+    found = _message_of(event)
+    if isinstance(found, Skip):
+        return found
+    message, subtype = found
+    channel = event.get("channel") or message.get("channel")
+    ts = message.get("ts")
+    if not isinstance(channel, str) or not channel or not isinstance(ts, str) or not ts:
+        return Skip("no channel or ts")
+    user = _author(message, subtype, me, allow_bots)
+    if isinstance(user, Skip):
+        return user
+    raw = str(message.get("text") or "")
+    mentioned = event.get("type") == "app_mention" or f"<@{me.user_id}" in raw
+    profile = message.get("user_profile")
+    name = ""
+    if isinstance(profile, dict):
+        name = str(profile.get("display_name") or profile.get("real_name") or "")
+    event_id = body.get("event_id")
+    common: dict[str, Any] = {
+        "channel": channel, "ts": ts, "user": user, "sender_name": name,
+        "text": translate_command(plain_text(strip_mention(raw, me.user_id)), command_prefix),
+        "files": tuple(f for f in message.get("files") or () if isinstance(f, dict)),
+        "event_id": event_id if isinstance(event_id, str) else None,
+    }
+    thread_ts = message.get("thread_ts")
+    thread_ts = thread_ts if isinstance(thread_ts, str) and thread_ts else None
+    channel_type = event.get("channel_type") if event.get("type") == "message" else None
+    if is_dm_channel(channel, channel_type):
+        return Candidate(chat=ChatRef(PLATFORM, channel, thread_ts), is_dm=True, **common)
+    if thread_ts is not None:
+        return Candidate(chat=ChatRef(PLATFORM, channel, thread_ts),
+                         needs_known_thread=not mentioned, **common)
+    if not mentioned:
+        return Skip("channel message without mention")
+    return Candidate(chat=ChatRef(PLATFORM, channel, ts), **common)
+
+
+def _message_of(event: dict[str, Any]) -> tuple[dict[str, Any], str | None] | Skip:
+    """The message an event carries (and its subtype), or why it carries none."""
     kind = event.get("type")
     if kind not in ("message", "app_mention"):
         return Skip(f"event type {kind!r}")
-    message: dict[str, Any] = event
     subtype = event.get("subtype")
     if subtype == "message_changed":
         inner = event.get("message")
@@ -153,15 +192,15 @@ def normalise(body: dict[str, Any], me: Identity, *, allow_bots: bool,
         # so the file is taken once however Slack reports it. Plain edits are ignored.
         if not isinstance(inner, dict) or inner.get("subtype") != "file_share":
             return Skip("message_changed")
-        message = inner
-        subtype = "file_share"
-    elif subtype not in _CONTENT_SUBTYPES and subtype != "bot_message":
+        return inner, "file_share"
+    if subtype not in _CONTENT_SUBTYPES and subtype != "bot_message":
         return Skip(f"subtype {subtype!r}")
+    return event, subtype
 
-    channel = event.get("channel") or message.get("channel")
-    ts = message.get("ts")
-    if not isinstance(channel, str) or not channel or not isinstance(ts, str) or not ts:
-        return Skip("no channel or ts")
+
+def _author(message: dict[str, Any], subtype: str | None, me: Identity,
+            allow_bots: bool) -> str | Skip:
+    """Who wrote the message, or why it is not taken (our own, or a bot's when not allowed)."""
     user = message.get("user")
     bot_id = message.get("bot_id")
     if user == me.user_id or (bot_id is not None and bot_id == me.bot_id):
@@ -172,29 +211,4 @@ def normalise(body: dict[str, Any], me: Identity, *, allow_bots: bool,
         user = user or bot_id
     if not isinstance(user, str) or not user:
         return Skip("no user")
-
-    raw = str(message.get("text") or "")
-    mentioned = kind == "app_mention" or f"<@{me.user_id}" in raw
-    text = translate_command(plain_text(strip_mention(raw, me.user_id)), command_prefix)
-    files = tuple(f for f in message.get("files") or () if isinstance(f, dict))
-    thread_ts = message.get("thread_ts")
-    thread_ts = thread_ts if isinstance(thread_ts, str) and thread_ts else None
-    channel_type = event.get("channel_type") if kind == "message" else None
-    dm = is_dm_channel(channel, channel_type)
-    profile = message.get("user_profile")
-    name = ""
-    if isinstance(profile, dict):
-        name = str(profile.get("display_name") or profile.get("real_name") or "")
-    event_id = body.get("event_id")
-    common: dict[str, Any] = {
-        "channel": channel, "ts": ts, "user": user, "text": text, "sender_name": name,
-        "files": files, "event_id": event_id if isinstance(event_id, str) else None,
-    }
-    if dm:
-        return Candidate(chat=ChatRef(PLATFORM, channel, thread_ts), is_dm=True, **common)
-    if thread_ts is not None:
-        return Candidate(chat=ChatRef(PLATFORM, channel, thread_ts),
-                         needs_known_thread=not mentioned, **common)
-    if not mentioned:
-        return Skip("channel message without mention")
-    return Candidate(chat=ChatRef(PLATFORM, channel, ts), **common)
+    return user

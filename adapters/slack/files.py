@@ -18,6 +18,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
+from picobridge.adapters.common.backoff import Backoff
 from picobridge.contract import Attachment
 
 log = logging.getLogger("picobridge.slack.files")
@@ -85,7 +86,7 @@ class SlackFiles:
         return await asyncio.to_thread(self._policy.accept, "slack", name, data, mime)
 
     async def _download_with_retries(self, url: str, name: str, mime: str | None) -> bytes:
-        delay = RETRY_DELAY
+        backoff = Backoff(RETRY_DELAY)
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 return await self._download(url, name, mime)
@@ -96,8 +97,7 @@ class SlackFiles:
                     raise AttachmentRefused(
                         f"I could not download {name!r} from Slack right now; please send it "
                         "again in a moment.") from None
-                await asyncio.sleep(delay)
-                delay *= 2
+                await backoff.wait()
         raise AssertionError("unreachable")
 
     async def _download(self, url: str, name: str, mime: str | None) -> bytes:

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,9 +26,11 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from picobridge.adapters.common.drafts import DraftQueue
+from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.slack.render import render_slack
 from picobridge.adapters.slack.send import StreamTarget, slack_error
-from picobridge.contract import ChatRef, Outcome
+from picobridge.contract import ChatRef, Outcome, OutgoingReply
 
 log = logging.getLogger("picobridge.slack.progress")
 
@@ -51,6 +53,7 @@ class _Reactions:
 
 @dataclass(slots=True)
 class _Stream:
+    chat: ChatRef
     text: str = ""
     ts: str | None = None
     shown: str = ""
@@ -73,10 +76,10 @@ class SlackProgress:
         self._status_chats: set[str] = set()
         self._no_status: set[str] = set()
         self._streams: dict[str, _Stream] = {}  # the running turn's stream, per chat
+        self._tasks = TaskSet(log)
         # Streams of finished turns whose answer is not sent yet (the outbox may lag behind
-        # the agent), oldest first: answers are delivered in the same order.
-        self._finished: dict[str, deque[_Stream]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # the agent), each waiting for its own answer to replace it.
+        self._drafts: DraftQueue[_Stream] = DraftQueue(self._tasks, self._discard_stream)
 
     # -- reactions ---------------------------------------------------------------------------
 
@@ -89,7 +92,7 @@ class SlackProgress:
                 and chat.key not in self._no_status:
             # In an assistant thread Slack shows this under the input box until the reply.
             self._status_chats.add(chat.key)
-            self._spawn(self._set_status(chat, THINKING))
+            self._tasks.spawn(self._set_status(chat, THINKING), name="slack-status")
 
     def turn_ended(self, chat: ChatRef, outcome: Outcome) -> None:
         ids = self._turn_messages.pop(chat.key, ())
@@ -99,13 +102,14 @@ class SlackProgress:
                 self._want(chat.chat_id, ts, final)
         if chat.key in self._status_chats:
             self._status_chats.discard(chat.key)
-            self._spawn(self._set_status(chat, ""))
+            self._tasks.spawn(self._set_status(chat, ""), name="slack-status")
         stream = self._streams.pop(chat.key, None)
         if stream is not None:
             if outcome is Outcome.DONE:
-                self._finished.setdefault(chat.key, deque()).append(stream)
+                self._drafts.add(chat.key, ids, stream)
             else:
-                self._spawn(self._discard_stream(chat, stream))
+                # A failed turn's error reply stands alone; a requeued one streams anew.
+                self._tasks.spawn(self._discard_stream(stream), name="slack-stream-discard")
 
     def _want(self, channel: str, ts: str, name: str, *, fresh: bool = False) -> None:
         # An empty name turns that reaction off.
@@ -126,7 +130,8 @@ class SlackProgress:
         state.changed.set()
         if state.task is None or state.task.done():
             state.changed.clear()
-            state.task = self._spawn(self._reconcile(key, channel, ts, state, fresh))
+            state.task = self._tasks.spawn(self._reconcile(key, channel, ts, state, fresh),
+                                           name="slack-reactions")
 
     async def _reconcile(self, key: str, channel: str, ts: str, state: _Reactions,
                          grace: bool) -> None:
@@ -177,12 +182,15 @@ class SlackProgress:
     def text(self, chat: ChatRef, delta: str) -> None:
         if not self._stream_enabled or not delta:
             return
-        stream = self._streams.setdefault(chat.key, _Stream())
+        stream = self._streams.get(chat.key)
+        if stream is None:
+            stream = self._streams[chat.key] = _Stream(chat)
         if stream.closed:
             return
         stream.text += delta
         if stream.task is None or stream.task.done():
-            stream.task = self._spawn(self._flush_later(chat, stream))
+            stream.task = self._tasks.spawn(self._flush_later(chat, stream),
+                                            name="slack-stream")
 
     async def _flush_later(self, chat: ChatRef, stream: _Stream) -> None:
         while True:
@@ -214,48 +222,43 @@ class SlackProgress:
         except Exception as exc:
             log.debug("stream update failed for %s: %s", chat.key, exc.__class__.__name__)
 
-    async def take_stream(self, chat: ChatRef) -> StreamTarget | None:
-        """The streamed message the final answer should replace (and stop streaming)."""
-        queue = self._finished.get(chat.key)
-        if not queue:
+    async def take_stream(self, chat: ChatRef, reply: OutgoingReply) -> StreamTarget | None:
+        """The streamed message `reply` should replace (its streaming stops here)."""
+        stream = self._drafts.take(chat.key, reply)
+        if stream is None:
             return None
-        stream = queue.popleft()
-        if not queue:
-            del self._finished[chat.key]
         async with stream.lock:
             stream.closed = True
             if stream.task is not None and not stream.task.done():
                 stream.task.cancel()
         return StreamTarget(stream.ts) if stream.ts is not None else None
 
-    async def _discard_stream(self, chat: ChatRef, stream: _Stream) -> None:
+    def settling(self, reply: OutgoingReply) -> contextlib.AbstractContextManager[None]:
+        """Around sending `reply`: its stream is forgotten once it is delivered (or refused
+        for good), and kept for a retry otherwise."""
+        return self._drafts.settling(reply)
+
+    async def _discard_stream(self, stream: _Stream) -> None:
         async with stream.lock:
             stream.closed = True
             if stream.task is not None and not stream.task.done():
                 stream.task.cancel()
             if stream.ts is not None:
-                await self._call(self._client.chat_delete, channel=chat.chat_id, ts=stream.ts)
+                await self._call(self._client.chat_delete, channel=stream.chat.chat_id,
+                                 ts=stream.ts)
 
     # -- lifecycle ---------------------------------------------------------------------------
-
-    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     async def settle(self, timeout: float) -> None:
         """Let pending reaction calls finish (bounded) before the client goes away."""
         for state in self._reactions.values():
             if state.in_grace and state.task is not None:
                 state.task.cancel()  # not asked for yet, and nobody is waiting any more
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
+        await self._tasks.wait(timeout)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
+        self._drafts.clear()
 
 
 def _preview(markdown: str) -> str:

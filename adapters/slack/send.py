@@ -7,22 +7,24 @@ Because the outbox sends one reply per chat at a time, a retry never overtakes: 
 replies in a thread stays the order the agent produced them.
 
 A reply that takes several messages may fail half-way. Retrying it must not post the first
-half again, so the number of parts already posted is remembered per reply (in memory, and in
-the store's cursors when a retry is coming, to survive a restart).
+half again: the parts go through adapters/common/multipart.py, which records each part that
+got through, by outbox id, in the store's cursors (so it holds across a restart).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from picobridge.adapters.common.multipart import MultipartSend
+from picobridge.adapters.common.partlog import Cursors, PartLog
+from picobridge.adapters.slack.events import PLATFORM
 from picobridge.adapters.slack.render import SLACK_LIMIT, render_slack
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 
@@ -46,12 +48,6 @@ AUTH_ERRORS = frozenset({
 
 LONG_REPLY_NOTE = "The full answer is long, so it is attached as a file."
 EMPTY_REPLY = "_(the agent sent an empty answer)_"
-
-
-class Cursors(Protocol):
-    async def get_cursor(self, name: str) -> str | None: ...
-
-    async def set_cursor(self, name: str, value: str) -> None: ...
 
 
 def slack_error(exc: SlackApiError) -> str:
@@ -93,15 +89,6 @@ def delivery_error(exc: BaseException, on_auth_failure: Callable[[str], None]) -
     raise exc
 
 
-def reply_key(chat: ChatRef, reply: OutgoingReply) -> str:
-    digest = hashlib.sha256()
-    for part in (chat.key, reply.kind.value, reply.reply_to or "", ",".join(reply.answers),
-                 reply.text):
-        digest.update(part.encode("utf-8", "surrogatepass"))
-        digest.update(b"\x00")
-    return digest.hexdigest()[:32]
-
-
 @dataclass(slots=True)
 class StreamTarget:
     """A message already on screen (a streamed answer) that the final reply should replace."""
@@ -113,11 +100,10 @@ class SlackSender:
     def __init__(self, client: AsyncWebClient, cursors: Cursors, *, max_chunks: int,
                  on_auth_failure: Callable[[str], None], limit: int = SLACK_LIMIT) -> None:
         self._client = client
-        self._cursors = cursors
+        self._parts = PartLog(cursors, PLATFORM)
         self._max_chunks = max_chunks
         self._limit = limit
         self._on_auth_failure = on_auth_failure
-        self._posted: dict[str, int] = {}
 
     async def send(self, chat: ChatRef, reply: OutgoingReply,
                    stream: StreamTarget | None = None) -> None:
@@ -146,40 +132,23 @@ class SlackSender:
     async def _send_parts(self, chat: ChatRef, reply: OutgoingReply,
                           stream: StreamTarget | None) -> None:
         chunks = render_slack(reply.text, self._limit) or [EMPTY_REPLY]
-        as_file = len(chunks) > self._max_chunks
-        parts: list[Callable[[], Awaitable[Any]]]
-        if as_file:
-            parts = [lambda: self._upload(chat, reply.text, stream)]
-        else:
-            parts = [self._part(chat, text, stream if i == 0 else None)
-                     for i, text in enumerate(chunks)]
-        if len(parts) == 1:
-            await parts[0]()  # nothing to resume half way: no progress to keep
-        else:
-            await self._send_resumable(chat, reply, parts)
-        if reply.kind is ReplyKind.ANSWER and as_file:
-            log.info("long reply to %s sent as a file (%d characters)", chat.key,
-                     len(reply.text))
-
-    async def _send_resumable(self, chat: ChatRef, reply: OutgoingReply,
-                              parts: list[Callable[[], Awaitable[Any]]]) -> None:
-        """Post the parts of a split reply; a retry goes on after the last part that got
-        through, even after a restart, instead of posting the first ones again."""
-        key = reply_key(chat, reply)
-        done = self._posted.get(key)
-        if done is None:
-            saved = await self._cursors.get_cursor(f"slack.partial.{key}")
-            done = int(saved) if saved and saved.isdigit() else 0
-        for index in range(done, len(parts)):
-            try:
-                await parts[index]()
-            except Exception:
-                if index > 0:
-                    self._posted[key] = index
-                    await self._cursors.set_cursor(f"slack.partial.{key}", str(index))
-                raise
-        if self._posted.pop(key, None) is not None or done:
-            await self._cursors.set_cursor(f"slack.partial.{key}", "0")
+        if len(chunks) > self._max_chunks:
+            await self._upload(chat, reply.text, stream)
+            if reply.kind is ReplyKind.ANSWER:
+                log.info("long reply to %s sent as a file (%d characters)", chat.key,
+                         len(reply.text))
+            return
+        sending = await MultipartSend.begin(self._parts, reply.outbox_id, chunks)
+        try:
+            for index, text in enumerate(chunks):
+                await sending.part(str(index), self._part(chat, text,
+                                                          stream if index == 0 else None))
+        except Exception as exc:
+            error = delivery_error(exc, self._on_auth_failure)
+            if error.permanent:
+                await sending.finish()  # the outbox gives up on it: nothing left to resume
+            raise error from exc
+        await sending.finish()
 
     def _part(self, chat: ChatRef, text: str,
               stream: StreamTarget | None) -> Callable[[], Awaitable[Any]]:

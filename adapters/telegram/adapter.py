@@ -21,6 +21,9 @@ from telegram.ext import AIORateLimiter, ExtBot
 from telegram.request import BaseRequest, HTTPXRequest
 
 from picobridge.adapters.common.attachments import AttachmentPolicy
+from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.common.partlog import PartLog
+from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.http import AiohttpRequest
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
@@ -29,6 +32,7 @@ from picobridge.adapters.telegram.poll import Poller, WebhookReceiver
 from picobridge.adapters.telegram.progress import ProgressDisplay
 from picobridge.adapters.telegram.send import Sender
 from picobridge.contract import (
+    BRIDGE_COMMANDS,
     Adapter,
     BridgeLink,
     ChatRef,
@@ -37,6 +41,7 @@ from picobridge.contract import (
     OutgoingReply,
     ProgressEvent,
     ReplyKind,
+    listed_commands,
 )
 
 if TYPE_CHECKING:
@@ -44,14 +49,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("picobridge.telegram")
 
-# What the bot's command menu offers; the bridge implements them (bridge/commands.py).
-COMMANDS: tuple[tuple[str, str], ...] = (
-    ("new", "Start a fresh conversation"),
-    ("status", "Agent health, your place in the queue, your session"),
-    ("stop", "Drop your messages that are still waiting"),
-    ("help", "What this bot does and its commands"),
-)
-COMMAND_NAMES = (*(name for name, _ in COMMANDS), "start")
+# The bot's command menu, from the bridge's catalogue (the bridge answers them); Telegram's
+# menus show descriptions as sentences.
+COMMANDS: tuple[tuple[str, str], ...] = tuple(
+    (c.name, c.description[:1].upper() + c.description[1:]) for c in listed_commands())
+# Every bridge command, listed or not: a group message that is one of them is for the bot.
+COMMAND_NAMES = tuple(c.name for c in BRIDGE_COMMANDS)
 READY_WAIT = 30.0
 REVOKED = ("Telegram refused the bot token (401 Unauthorized): it is wrong or was revoked. "
            "Get the current token from @BotFather and set telegram.token.")
@@ -88,7 +91,7 @@ class TelegramAdapter(Adapter):
         self._progress: ProgressDisplay | None = None
         self._poller: Poller | None = None
         self._dispatcher = Dispatcher(self._handle)
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = TaskSet(log)
         self._webhook_up = False
         _quiet_library_logs()
 
@@ -140,8 +143,8 @@ class TelegramAdapter(Adapter):
         action_bot = Bot(self._token, base_url=self._cfg.base_url,
                          base_file_url=self._cfg.base_file_url, request=self._action_request,
                          get_updates_request=self._action_request)
-        self._sender = Sender(bot, max_chunks=self._cfg.max_chunks, scrub=self._scrub,
-                              on_revoked=self._revoked)
+        self._sender = Sender(bot, PartLog(bridge, PLATFORM), max_chunks=self._cfg.max_chunks,
+                              scrub=self._scrub, on_revoked=self._revoked)
         self._progress = ProgressDisplay(bot, action_bot, stream=self._cfg.stream,
                                          show_tools=self._cfg.show_tools,
                                          typing_cap=self._typing_cap, scrub=self._scrub)
@@ -153,16 +156,11 @@ class TelegramAdapter(Adapter):
             receiver = WebhookReceiver(self._dispatcher, self._webhook_secret(),
                                        lambda: bot if self._ready.is_set() else None)
             app.router.add_post(self._cfg.webhook_path, receiver.handle)
-        self._tasks = [
-            asyncio.create_task(self._run(bridge, bot), name="telegram-main"),
-            asyncio.create_task(self._policy.cleanup_forever(), name="telegram-media-cleanup"),
-        ]
+        self._tasks.spawn(self._run(bridge, bot), name="telegram-main")
+        self._tasks.spawn(self._policy.cleanup_forever(), name="telegram-media-cleanup")
 
     async def stop(self) -> None:
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close()
         await self._dispatcher.close()
         if self._progress is not None:
             await self._progress.close()
@@ -188,7 +186,7 @@ class TelegramAdapter(Adapter):
                                   COMMAND_NAMES, self._scrub)
         self._ready.set()
         log.info("connected to Telegram as @%s (%s mode)", identity.username, self._cfg.mode)
-        commands = asyncio.create_task(self._register_commands(bot))
+        commands = self._tasks.spawn(self._register_commands(bot), name="telegram-commands")
         try:
             if self._cfg.mode == "webhook":
                 await self._set_webhook(bridge, bot)
@@ -204,7 +202,7 @@ class TelegramAdapter(Adapter):
             commands.cancel()
 
     async def _connect(self, bridge: BridgeLink, bot: ExtBot[Any]) -> BotIdentity | None:
-        delay = 1.0
+        backoff = Backoff()
         while True:
             try:
                 await bot.initialize()
@@ -220,9 +218,8 @@ class TelegramAdapter(Adapter):
             except TelegramError as exc:
                 check_cancelled()
                 log.warning("cannot reach Telegram (%s); retrying in %.0fs",
-                            self._scrub(f"{exc.__class__.__name__}: {exc}"), delay)
-                await asyncio.sleep(delay)
-                delay = min(60.0, delay * 2)
+                            self._scrub(f"{exc.__class__.__name__}: {exc}"), backoff.delay)
+                await backoff.wait()
 
     async def _register_commands(self, bot: ExtBot[Any]) -> None:
         # setMyCommands is rate limited hard; a daemon restarting in a loop must not call it.
@@ -253,7 +250,7 @@ class TelegramAdapter(Adapter):
         return hashlib.sha256(b"picobridge-webhook\0" + self._token.encode()).hexdigest()
 
     async def _set_webhook(self, bridge: BridgeLink, bot: ExtBot[Any]) -> None:
-        delay = 1.0
+        backoff = Backoff()
         while True:
             try:
                 await bot.set_webhook(self._cfg.webhook_url or "",
@@ -266,9 +263,8 @@ class TelegramAdapter(Adapter):
             except TelegramError as exc:
                 check_cancelled()
                 log.warning("setting the webhook failed (%s); retrying in %.0fs",
-                            self._scrub(str(exc)), delay)
-                await asyncio.sleep(delay)
-                delay = min(60.0, delay * 2)
+                            self._scrub(str(exc)), backoff.delay)
+                await backoff.wait()
         log.info("webhook set; updates arrive on %s", self._cfg.webhook_path)
         self._webhook_up = True
         bridge.connection_changed(PLATFORM, True)
@@ -294,8 +290,9 @@ class TelegramAdapter(Adapter):
         draft = None
         if reply.kind in (ReplyKind.ANSWER, ReplyKind.ERROR):
             self._progress.stop_typing(chat)
-            draft = await self._progress.take_draft(chat)
-        await self._sender.send(chat, reply, edit=draft)
+            draft = await self._progress.take_draft(chat, reply)
+        with self._progress.settling(reply):
+            await self._sender.send(chat, reply, edit=draft)
 
     async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
         if self._progress is not None and self._ready.is_set():

@@ -18,6 +18,8 @@ from telegram import Bot, Message, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
+from picobridge.adapters.common.serial import ChatSerial
+from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.errors import check_cancelled
 from picobridge.adapters.telegram.normalise import (
     PLATFORM,
@@ -169,9 +171,13 @@ class Dispatcher:
                  album_wait: float = ALBUM_WAIT) -> None:
         self._handle = handle
         self._album_wait = album_wait
-        self._tails: dict[int, asyncio.Task[None]] = {}
         self._albums: dict[tuple[int, str], _Album] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet(log)
+        # Going ahead after a failed update would commit a message before an earlier one of
+        # its chat, which Telegram sends again.
+        self._serial = ChatSerial(
+            self._tasks, name="telegram-intake",
+            after_failure=lambda: IntakeRetry("an earlier update of this chat is not handled yet"))
 
     @property
     def albums_open(self) -> bool:
@@ -181,17 +187,17 @@ class Dispatcher:
         """Start handling `update`; the task ends after the commit (or raises to retry)."""
         message = update.message or update.edited_message
         if message is None:
-            return self._chain(0, _nothing)
+            return self._serial.run(0, _nothing)
         chat_id = message.chat.id
         group = update.message.media_group_id if update.message is not None else None
         if group is None:
-            return self._chain(chat_id, lambda: self._handle([update]))
+            return self._serial.run(chat_id, lambda: self._handle([update]))
         key = (chat_id, group)
         album = self._albums.get(key)
         if album is None or album.closed:
             album = _Album(key)
             self._albums[key] = album
-            album.task = self._chain(chat_id, lambda: self._run_album(album))
+            album.task = self._serial.run(chat_id, lambda: self._run_album(album))
         album.updates.append(update)
         album.touched.set()
         assert album.task is not None
@@ -211,35 +217,8 @@ class Dispatcher:
             del self._albums[album.key]
         await self._handle(album.updates)
 
-    def _chain(self, chat_id: int, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
-        previous = self._tails.get(chat_id)
-
-        async def run() -> None:
-            if previous is not None:
-                await asyncio.wait([previous])
-                if previous.cancelled() or previous.exception() is not None:
-                    # Going ahead would commit this message before the one that failed.
-                    raise IntakeRetry("an earlier update of this chat is not handled yet")
-            await work()
-
-        task = asyncio.create_task(run(), name=f"telegram-intake-{chat_id}")
-        self._tails[chat_id] = task
-        self._tasks.add(task)
-        task.add_done_callback(lambda t: self._done(chat_id, t))
-        return task
-
-    def _done(self, chat_id: int, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if self._tails.get(chat_id) is task:
-            del self._tails[chat_id]
-        if not task.cancelled():
-            task.exception()  # retrieved here; the poller or webhook reports it
-
     async def close(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close()
         self._albums.clear()
 
 

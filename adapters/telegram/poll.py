@@ -22,6 +22,7 @@ from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import BaseRequest
 
+from picobridge.adapters.common.backoff import Backoff
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.intake import Dispatcher, IntakeRetry
 from picobridge.adapters.telegram.normalise import ALLOWED_UPDATES, PLATFORM
@@ -66,7 +67,7 @@ class Poller:
         self._offset: int | None = None
         self._inflight: dict[int, asyncio.Future[None]] = {}
         self._failures: dict[int, int] = {}
-        self._backoff = 1.0
+        self._backoff = Backoff(cap=BACKOFF_CAP)
         self._saved: int | None = None
         self._saved_at = float("-inf")
         self._stopped = False
@@ -79,7 +80,7 @@ class Poller:
         try:
             while True:
                 if await self._settle():
-                    await self._sleep_backoff()
+                    await self._backoff.wait()
                 await self._save_offset()
                 updates = await self._poll()
                 if updates is None:
@@ -133,12 +134,12 @@ class Poller:
         except (NetworkError, TelegramError) as exc:
             check_cancelled()
             log.warning("getUpdates failed: %s; retrying in %.0fs",
-                        self._scrub(f"{exc.__class__.__name__}: {exc}"), self._backoff)
+                        self._scrub(f"{exc.__class__.__name__}: {exc}"), self._backoff.delay)
             self._set_connected(False)
-            await self._sleep_backoff()
+            await self._backoff.wait()
             await self._reconnect()
             return None
-        self._backoff = 1.0
+        self._backoff.reset()
         self._set_connected(True)
         return updates
 
@@ -188,10 +189,6 @@ class Poller:
             del self._inflight[uid]
             self._failures.pop(uid, None)
             self._offset = uid + 1
-
-    async def _sleep_backoff(self) -> None:
-        await asyncio.sleep(self._backoff)
-        self._backoff = min(BACKOFF_CAP, self._backoff * 2)
 
     async def _reconnect(self) -> None:
         self.reconnects += 1

@@ -10,18 +10,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from telegram import Bot, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
 
+from picobridge.adapters.common.drafts import DraftQueue
+from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.render import TelegramChunk, render_telegram, utf16_len
 from picobridge.adapters.telegram.send import LIMIT, Target, quote
-from picobridge.contract import ChatRef, Outcome, ProgressEvent, ProgressKind
+from picobridge.contract import ChatRef, Outcome, OutgoingReply, ProgressEvent, ProgressKind
 
 log = logging.getLogger("picobridge.telegram")
 
@@ -63,8 +64,8 @@ class LiveMessage:
     """A message sent once and then edited to follow `set`, at most once per `interval`.
     Rendering happens only when an edit is due, so a fast stream costs one render a second."""
 
-    def __init__(self, bot: Bot, target: Target, reply: ReplyParameters | None,
-                 interval: float, scrub: Callable[[str], str],
+    def __init__(self, bot: Bot, tasks: TaskSet, target: Target,
+                 reply: ReplyParameters | None, interval: float, scrub: Callable[[str], str],
                  render: Callable[[str], TelegramChunk] = plain) -> None:
         self._bot = bot
         self._target = target
@@ -77,7 +78,7 @@ class LiveMessage:
         self._wake = asyncio.Event()
         self._closed = asyncio.Event()
         self.message_id: int | None = None
-        self.task = asyncio.create_task(self._run(), name="telegram-live")
+        self.task = tasks.spawn(self._run(), name="telegram-live")
 
     def set(self, text: str) -> None:
         self._wanted = text
@@ -158,6 +159,7 @@ class _Turn:
     target: Target
     private: bool
     reply: ReplyParameters | None = None
+    message_ids: tuple[str, ...] = ()
     typing: asyncio.Task[None] | None = None
     text: list[str] = field(default_factory=list)
     stream: LiveMessage | None = None
@@ -175,9 +177,9 @@ class ProgressDisplay:
         self._typing_cap = typing_cap
         self._scrub = scrub
         self._turns: dict[str, _Turn] = {}
-        # Streamed drafts of finished turns, waiting to become the answer.
-        self._drafts: dict[str, LiveMessage] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet(log)
+        # Streamed drafts of finished turns, each waiting to become its own answer.
+        self._drafts: DraftQueue[LiveMessage] = DraftQueue(self._tasks, LiveMessage.delete)
 
     def event(self, chat: ChatRef, event: ProgressEvent) -> None:
         turn = self._turns.get(chat.key)
@@ -186,9 +188,10 @@ class ProgressDisplay:
             turn = self._turns[chat.key] = _Turn(target, target.chat_id > 0)
         if event.message_ids:
             turn.reply = quote(event.message_ids[-1])
+            turn.message_ids = event.message_ids
         if turn.typing is None or turn.typing.done():
-            turn.typing = asyncio.create_task(self._typing(turn.target),
-                                              name=f"telegram-typing-{chat.key}")
+            turn.typing = self._tasks.spawn(self._typing(turn.target),
+                                            name=f"telegram-typing-{chat.key}")
         if event.kind is ProgressKind.TEXT and self._stream and event.text:
             turn.text.append(event.text)
             if turn.stream is None:
@@ -208,54 +211,40 @@ class ProgressDisplay:
         if turn.typing is not None:
             turn.typing.cancel()
         if turn.status is not None:
-            self._spawn(turn.status.delete())
+            self._tasks.spawn(turn.status.delete(), name=f"telegram-status-{chat.key}")
         if turn.stream is not None:
             if outcome is Outcome.REQUEUED:
                 # The turn runs again from the start; this draft would only confuse.
-                self._spawn(turn.stream.delete())
+                self._tasks.spawn(turn.stream.delete(), name=f"telegram-draft-{chat.key}")
             else:
                 turn.stream.close()
-                old = self._drafts.pop(chat.key, None)
-                if old is not None:
-                    old.close()
-                self._drafts[chat.key] = turn.stream
+                self._drafts.add(chat.key, turn.message_ids, turn.stream)
 
     def stop_typing(self, chat: ChatRef) -> None:
         turn = self._turns.get(chat.key)
         if turn is not None and turn.typing is not None:
             turn.typing.cancel()
 
-    async def take_draft(self, chat: ChatRef) -> int | None:
-        """The streamed message of the chat's last turn, for the answer to replace."""
-        live = self._drafts.pop(chat.key, None)
+    async def take_draft(self, chat: ChatRef, reply: OutgoingReply) -> int | None:
+        """The streamed message of the turn `reply` answers, for the reply to replace."""
+        live = self._drafts.take(chat.key, reply)
         return None if live is None else await live.finished()
 
+    def settling(self, reply: OutgoingReply) -> contextlib.AbstractContextManager[None]:
+        """Around sending `reply`: its draft is forgotten once it is delivered (or refused
+        for good), and kept for a retry otherwise."""
+        return self._drafts.settling(reply)
+
     async def close(self) -> None:
-        tasks = list(self._background)
-        for turn in self._turns.values():
-            for live in (turn.stream, turn.status):
-                if live is not None:
-                    live.close()
-                    tasks.append(live.task)
-            if turn.typing is not None:
-                tasks.append(turn.typing)
-        for live in self._drafts.values():
-            live.close()
-            tasks.append(live.task)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Every typing loop, live message and clean-up call runs in the task set.
+        await self._tasks.close()
         self._turns.clear()
         self._drafts.clear()
 
     def _live(self, turn: _Turn, render: Callable[[str], TelegramChunk] = plain) -> LiveMessage:
         interval = EDIT_INTERVAL_PRIVATE if turn.private else EDIT_INTERVAL_GROUP
-        return LiveMessage(self._bot, turn.target, turn.reply, interval, self._scrub, render)
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        return LiveMessage(self._bot, self._tasks, turn.target, turn.reply, interval,
+                           self._scrub, render)
 
     async def _typing(self, target: Target) -> None:
         loop = asyncio.get_running_loop()

@@ -1,13 +1,16 @@
 """Delivering replies to Telegram: Markdown rendered to text + entities (never parse_mode, so
 nothing can fail to parse), split at 4096 UTF-16 units without breaking code blocks, a long
-reply as a short head plus a .md file, and Bot API errors mapped to `DeliveryError`."""
+reply as a short head plus a .md file, and Bot API errors mapped to `DeliveryError`.
+
+A reply of several messages is sent through adapters/common/multipart.py: a retry, also after
+a restart, goes on after the last part that arrived."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from telegram import Bot, ReplyParameters
 from telegram.error import (
@@ -21,6 +24,8 @@ from telegram.error import (
     TimedOut,
 )
 
+from picobridge.adapters.common.multipart import MultipartSend
+from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.textsplit import iter_split_markdown
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.render import (
@@ -38,9 +43,6 @@ HEAD_CHARS = 1200
 FILE_NAME = "reply.md"
 FILE_NOTE = "\n\n📎 The whole reply is in the attached file."
 EMPTY_REPLY = "(The agent sent an empty reply.)"
-# Replies that failed half way and will be retried, remembered per process (bounded: a reply
-# the outbox gives up on is dropped from here too, this only caps odd leftovers).
-MAX_PARTIAL = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +68,16 @@ class FileStep:
 Step = TextStep | FileStep
 
 
-@dataclass(slots=True)
-class _Partial:
-    done: set[str] = field(default_factory=set)
-    edit: int | None = None
+@dataclass(frozen=True, slots=True)
+class _Part:
+    id: str
+    quote: ReplyParameters | None  # only the first part quotes the user's message
+    edit: int | None  # the streamed draft the first part replaces
+
+
+def _fingerprint(step: Step) -> str:
+    """What a step sends, for telling whether a saved progress belongs to this plan."""
+    return step.chunk.text if isinstance(step, TextStep) else f"file:{step.markdown}"
 
 
 def plan(markdown: str, max_chunks: int) -> list[Step]:
@@ -107,87 +115,81 @@ def _formatting_refused(exc: BadRequest) -> bool:
 
 
 class Sender:
-    def __init__(self, bot: Bot, *, max_chunks: int, scrub: Callable[[str], str],
-                 on_revoked: Callable[[], None]) -> None:
+    def __init__(self, bot: Bot, parts: PartLog, *, max_chunks: int,
+                 scrub: Callable[[str], str], on_revoked: Callable[[], None]) -> None:
         self._bot = bot
+        self._parts = parts
         self._max_chunks = max_chunks
         self._scrub = scrub
         self._on_revoked = on_revoked
-        self._partial: OrderedDict[tuple[object, ...], _Partial] = OrderedDict()
 
     async def send(self, chat: ChatRef, reply: OutgoingReply, *, edit: int | None = None) -> None:
-        """Deliver `reply`; when `edit` is a streamed message of this turn, it becomes the first
-        part. A retry after a failure resends only what did not arrive."""
-        key = (chat.key, reply.kind, reply.text, reply.answers, reply.reply_to)
-        partial = self._partial.get(key)
-        if partial is None:
-            partial = self._partial[key] = _Partial(edit=edit)
-            while len(self._partial) > MAX_PARTIAL:
-                self._partial.popitem(last=False)
+        """Deliver `reply`; when `edit` is the streamed draft of its turn, the draft becomes
+        the first part. A retry, also after a restart, sends only what did not arrive."""
+        steps = plan(reply.text, self._max_chunks)
+        sending = await MultipartSend.begin(self._parts, reply.outbox_id,
+                                            [_fingerprint(step) for step in steps])
         try:
-            await self._deliver(Target.of(chat), reply, partial)
+            await self._deliver(Target.of(chat), reply, steps, sending, edit)
         except DeliveryError as exc:
             if exc.permanent:
-                self._partial.pop(key, None)
+                await sending.finish()
             raise
-        self._partial.pop(key, None)
+        await sending.finish()
 
-    async def _deliver(self, target: Target, reply: OutgoingReply, partial: _Partial) -> None:
-        steps = plan(reply.text, self._max_chunks)
+    async def _deliver(self, target: Target, reply: OutgoingReply, steps: list[Step],
+                       sending: MultipartSend, edit: int | None) -> None:
         for index, step in enumerate(steps):
-            step_id = str(index)
-            if step_id in partial.done:
-                continue
-            reply_params = quote(reply.reply_to) if index == 0 else None
+            part = _Part(str(index), quote(reply.reply_to) if index == 0 else None,
+                         edit if index == 0 else None)
             try:
                 try:
-                    await self._step(target, step, step_id, reply_params, partial)
+                    await sending.part(part.id, functools.partial(
+                        self._step, target, step, part, sending))
                 except ChatMigrated as exc:
                     # The group became a supergroup; this reply still belongs there.
                     target = Target(int(exc.new_chat_id), None)
-                    await self._step(target, step, step_id, reply_params, partial)
+                    await sending.part(part.id, functools.partial(
+                        self._step, target, step, part, sending))
             except TelegramError as exc:
                 check_cancelled()
                 raise self._delivery_error(exc) from None
-            partial.done.add(step_id)
 
-    async def _step(self, target: Target, step: Step, step_id: str,
-                    reply_params: ReplyParameters | None, partial: _Partial) -> None:
+    async def _step(self, target: Target, step: Step, part: _Part,
+                    sending: MultipartSend) -> None:
         if isinstance(step, FileStep):
             await self._bot.send_document(
                 target.chat_id, document=step.markdown.encode("utf-8"), filename=FILE_NAME,
-                message_thread_id=target.thread, reply_parameters=reply_params)
+                message_thread_id=target.thread, reply_parameters=part.quote)
             return
         chunk = step.chunk
-        if step_id == "0" and partial.edit is not None:
-            if await self._edit(target, partial.edit, chunk):
+        if part.edit is not None:
+            if await self._edit(target, part.edit, chunk):
                 return
-            partial.edit = None
-        if any(done.startswith(f"{step_id}.") for done in partial.done):
-            # Half sent as plain text before: carry on that way, never repeat a part.
-            await self._plain(target, chunk.text, step_id, reply_params, partial)
+            # Sent anew below; the draft would otherwise stay on screen half-written.
+            await self._delete(target, part.edit)
+        if sending.begun(part.id):
+            # Half sent as plain text before: carry on that way, never repeat a piece.
+            await self._plain(target, chunk.text, part, sending)
             return
         try:
             await self._bot.send_message(
                 target.chat_id, chunk.text, entities=chunk.entities or None,
-                message_thread_id=target.thread, reply_parameters=reply_params)
+                message_thread_id=target.thread, reply_parameters=part.quote)
         except BadRequest as exc:
             if not _formatting_refused(exc):
                 raise
             log.warning("Telegram refused a formatted message (%s); sending it as plain text",
                         self._scrub(exc.message))
-            await self._plain(target, chunk.text, step_id, reply_params, partial)
+            await self._plain(target, chunk.text, part, sending)
 
-    async def _plain(self, target: Target, text: str, step_id: str,
-                     reply_params: ReplyParameters | None, partial: _Partial) -> None:
-        for number, part in enumerate(plain_chunks(text, LIMIT)):
-            part_id = f"{step_id}.{number}"
-            if part_id in partial.done:
-                continue
-            await self._bot.send_message(
-                target.chat_id, part, message_thread_id=target.thread,
-                reply_parameters=reply_params if number == 0 else None)
-            partial.done.add(part_id)
+    async def _plain(self, target: Target, text: str, part: _Part,
+                     sending: MultipartSend) -> None:
+        for number, piece in enumerate(plain_chunks(text, LIMIT)):
+            quoted = part.quote if number == 0 else None
+            await sending.part(f"{part.id}.{number}", functools.partial(
+                self._bot.send_message, target.chat_id, piece,
+                message_thread_id=target.thread, reply_parameters=quoted))
 
     async def _edit(self, target: Target, message_id: int, chunk: TelegramChunk) -> bool:
         """Turn the streamed draft into the first part of the answer; False: send instead."""
@@ -202,6 +204,14 @@ class Sender:
                      message_id, self._scrub(exc.message))
             return False
         return True
+
+    async def _delete(self, target: Target, message_id: int) -> None:
+        try:
+            await self._bot.delete_message(target.chat_id, message_id)
+        except TelegramError as exc:
+            check_cancelled()
+            log.debug("streamed message %d not deleted: %s", message_id,
+                      self._scrub(exc.message))
 
     def _delivery_error(self, exc: TelegramError) -> DeliveryError:
         if isinstance(exc, RetryAfter):

@@ -1,7 +1,7 @@
 """Commands the bridge answers itself, on every platform: /new, /status, /stop, /help.
 
 Any other /command is an ordinary message for the agent. Adapters translate their platform's
-command syntax (Slack's `/picobridge new`, `!new`) to this one.
+command syntax (a slash command with an argument, `!new`) to this one.
 """
 
 from __future__ import annotations
@@ -9,22 +9,22 @@ from __future__ import annotations
 import re
 
 from picobridge.agent.port import PoolStatus, WorkerState
-from picobridge.contract import ChatRef
+from picobridge.contract import BRIDGE_COMMANDS, ChatRef, listed_commands
 from picobridge.core.router import Router
 from picobridge.store import Store
 
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@\S+)?(?:\s|$)")
 
-HELP = (
-    "I pass your messages to an AI agent and bring back its answers.\n"
-    "Commands:\n"
-    "/new: start a fresh conversation (the agent forgets this one)\n"
-    "/status: agent health, your place in the queue, your session\n"
-    "/stop: drop your messages that are still waiting\n"
-    "/help: this text"
-)
 
-BRIDGE_COMMANDS = frozenset({"new", "status", "stop", "help", "start"})
+def help_text() -> str:
+    """What /help answers: made from the command catalogue, like the platforms' menus."""
+    lines = ["I pass your messages to an AI agent and bring back its answers.", "Commands:"]
+    lines += [f"/{c.name}: {c.description}" for c in listed_commands()]
+    return "\n".join(lines)
+
+
+HELP = help_text()
+COMMAND_NAMES = frozenset(command.name for command in BRIDGE_COMMANDS)
 
 
 def parse_command(text: str) -> str | None:
@@ -33,7 +33,7 @@ def parse_command(text: str) -> str | None:
     if match is None:
         return None
     name = match[1].lower()
-    return name if name in BRIDGE_COMMANDS else None
+    return name if name in COMMAND_NAMES else None
 
 
 class Commands:

@@ -1,7 +1,7 @@
 """The bridge side of the adapter contract (`BridgeLink`): where platform messages come in.
 
 `submit` returns only after the message is committed, so an adapter can then acknowledge it
-to its platform (Telegram offset, Slack ack) knowing a crash cannot lose it.
+to its platform (a polling offset, an event ack) knowing a crash cannot lose it.
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ class Outbox:
                         reply.chat.key, reply.chat.platform)
             return False
         outgoing = OutgoingReply(reply.text, reply.kind, reply.reply_to, reply.answers,
-                                 reply.private_to)
+                                 reply.private_to, outbox_id=reply.id)
         delay = RETRY_FIRST
         while True:
             try:

@@ -1,4 +1,4 @@
-"""Platform positions, such as the Telegram getUpdates offset."""
+"""Where adapters keep their positions and progress, such as a polling offset."""
 
 from __future__ import annotations
 

@@ -93,3 +93,41 @@ async def test_redelivered_update_is_ignored(tmp_path: Path) -> None:
         assert fake.texts(USER) == ["echo: only once", "echo: next"]
         contents = [m["content"] for m in AgentJournal(tmp_path / "agent").messages()]
         assert contents == ["only once", "next"]
+
+
+async def test_a_reply_cut_short_by_sigkill_is_finished_without_repeating_a_part(
+        tmp_path: Path) -> None:
+    size = 10_000  # three messages of at most 4096 characters
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake)
+        daemon = await Daemon(config).start()
+        await started(daemon, fake)
+        # The first part is let through; the second is held until the daemon dies.
+        fake.stall_next("sendMessage")
+        fake.user_message(USER, USER, f"a long one #huge={size}")
+        await fake.wait_for_call("sendMessage")
+        # release() drops stalls still queued: hold the second part anew, in the same step.
+        fake.release("sendMessage")
+        fake.stall_next("sendMessage")
+        await fake.wait_for_call("sendMessage", count=2)
+        await daemon.kill()
+        (first,) = fake.sent_messages(USER)
+
+        restarted = await Daemon(config).start()
+        try:
+            # The last part comes last, also when earlier ones are sent again.
+            await fake.wait_for(lambda: fake.texts(USER)[-1].endswith(":END"), timeout=30,
+                                what="the rest of the reply after the restart")
+        finally:
+            await restarted.stop()
+
+    parts = fake.sent_messages(USER)
+    assert parts[0] is first
+    assert len(parts) == 3, [m.text[:20] for m in parts if m.text]
+    assert "".join(m.text or "" for m in parts) == "HUGE:" + "x" * (size - 9) + ":END"
+    # Only the first part quotes the question, also when the rest came from another run.
+    assert parts[0].reply_to_message_id is not None
+    assert [m.reply_to_message_id for m in parts[1:]] == [None, None]
+    # The answer was stored before the kill: the agent was not asked again.
+    assert len(AgentJournal(tmp_path / "agent").messages()) == 1
+    assert_no_token(restarted, fake.token)

@@ -5,6 +5,7 @@ progress display can be checked precisely."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ from picobridge.contract import (
     ProgressKind,
     ReplyKind,
     SubmitResult,
+    listed_commands,
 )
-from tests.fakes.slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack
+from tests.fakes.slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack, PostedMessage
 
 
 class StubBridge:
@@ -260,6 +262,35 @@ async def test_streaming_edits_one_message_that_becomes_the_answer(
     await fake.wait_for(lambda: partial.deleted)
 
 
+def starts_with(prefix: str, message: PostedMessage) -> bool:
+    return message.text.startswith(prefix)
+
+
+async def test_each_answer_replaces_its_own_stream_when_turns_finish_first(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress_module, "STREAM_INTERVAL", 0.1)
+    adapter = await make(stream=True)
+    fake.register_channel(DEFAULT_CHANNEL)
+    chat = ChatRef("slack", DEFAULT_CHANNEL, "1700000000.000300")
+    streams = []
+    for turn, ts in enumerate(("1700000000.000301", "1700000000.000302")):
+        ids = (ts,)
+        await adapter.show_progress(chat, ProgressEvent(ProgressKind.STARTED, message_ids=ids))
+        await adapter.show_progress(chat, ProgressEvent(ProgressKind.TEXT, f"Answer {turn} so",
+                                                        message_ids=ids))
+        prefix = f"Answer {turn}"
+        streams.append(await fake.wait_for_message(
+            DEFAULT_CHANNEL, chat.thread_id, functools.partial(starts_with, prefix)))
+        await adapter.clear_progress(chat, Outcome.DONE)
+    # Both turns ended before either answer was sent (the outbox was held up).
+    for turn, ts in enumerate(("1700000000.000301", "1700000000.000302")):
+        await adapter.send_reply(chat, OutgoingReply(f"Answer {turn} in full", ReplyKind.ANSWER,
+                                                     reply_to=ts, outbox_id=turn + 1))
+    assert [m.text for m in streams] == ["Answer 0 in full", "Answer 1 in full"]
+    assert [m.ts for m in fake.posted_messages(DEFAULT_CHANNEL)] == [m.ts for m in streams]
+
+
 async def test_files_from_strangers_are_not_downloaded(
         fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
     await make()
@@ -318,6 +349,17 @@ async def test_slash_command_from_another_dm_is_answered_in_the_bots_dm(
     (message,) = bridge.submitted
     assert message.text == "/new"
     assert message.chat == ChatRef("slack", fake.dm_channel(DEFAULT_USER), None)
+
+
+async def test_slash_command_in_a_channel_explains_the_text_commands(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    adapter = await make()
+    body = fake.slash_command_payload("/picobridge", "status")
+    body["channel_id"] = DEFAULT_CHANNEL
+    answer = await adapter.handle_command(body)
+    assert answer is not None and bridge.submitted == []
+    for command in listed_commands():
+        assert f"`!{command.name}`" in answer
 
 
 async def test_rejected_bot_token_is_fatal_without_the_token(

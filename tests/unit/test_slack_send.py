@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -101,7 +102,7 @@ async def test_revoked_token_is_fatal_and_the_reply_kept(fake: FakeSlack) -> Non
 async def test_retry_after_a_failure_midway_does_not_repost_parts(fake: FakeSlack) -> None:
     cursors = Cursors()
     out = sender(fake, cursors)
-    reply = answer(code_block(40))
+    reply = answer(code_block(40), outbox_id=7)
     fake.set_flood(2, methods=("chat.postMessage",))  # every second post is refused
     attempts = 0
     while True:
@@ -114,13 +115,17 @@ async def test_retry_after_a_failure_midway_does_not_repost_parts(fake: FakeSlac
     posted = [m.text for m in fake.posted_messages(DEFAULT_CHANNEL)]
     assert attempts > 1
     assert posted == render_slack(reply.text, 1000)  # each part once, in order
-    progress = [value for _, value in cursors.writes]
-    assert progress[-1] == "0" and progress[:-1] == sorted(progress[:-1])
+    # Progress was kept under the reply's outbox id, growing part by part, and emptied once
+    # the reply was whole.
+    assert {name for name, _ in cursors.writes} == {"slack.parts.7"}
+    progress = [json.loads(value)["done"] for _, value in cursors.writes[:-1]]
+    assert progress == [[str(n) for n in range(k)] for k in range(1, len(posted))]
+    assert cursors.writes[-1][1] == ""
 
 
 async def test_progress_survives_a_restart(fake: FakeSlack) -> None:
     cursors = Cursors()
-    reply = answer(code_block(40))
+    reply = answer(code_block(40), outbox_id=8)
     fake.fail_next("chat.postMessage", 200, error="internal_error")
     with pytest.raises(DeliveryError):
         await sender(fake, cursors).send(CHAT, reply)  # nothing posted yet
@@ -136,6 +141,23 @@ async def test_progress_survives_a_restart(fake: FakeSlack) -> None:
     await sender(fake, cursors).send(CHAT, reply)  # a new process: memory is empty
     posted = [m.text for m in fake.posted_messages(DEFAULT_CHANNEL)]
     assert posted == render_slack(reply.text, 1000)
+    assert cursors.values == {"slack.parts.8": ""}
+
+
+async def test_a_permanent_refusal_midway_drops_the_progress(fake: FakeSlack) -> None:
+    cursors = Cursors()
+    reply = answer(code_block(40), outbox_id=9)
+    fake.set_flood(2, methods=("chat.postMessage",))
+    with pytest.raises(DeliveryError):
+        await sender(fake, cursors).send(CHAT, reply)  # part one posted, part two refused
+    fake.set_flood(None)
+    assert json.loads(cursors.values["slack.parts.9"])["done"] == ["0"]
+    fake.fail_next("chat.postMessage", 200, error="channel_not_found")
+    with pytest.raises(DeliveryError) as refused:
+        await sender(fake, cursors).send(CHAT, reply)
+    # The outbox gives up on the reply: its progress is of no use any more.
+    assert refused.value.permanent
+    assert cursors.values["slack.parts.9"] == ""
 
 
 async def test_private_notice_is_ephemeral_or_falls_back_to_a_reply(fake: FakeSlack) -> None:

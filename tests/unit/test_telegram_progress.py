@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,7 +13,14 @@ from telegram.ext import ExtBot
 
 from picobridge.adapters.telegram import progress as telegram_progress
 from picobridge.adapters.telegram.progress import ProgressDisplay, draft, visible
-from picobridge.contract import ChatRef, Outcome, ProgressEvent, ProgressKind
+from picobridge.contract import (
+    ChatRef,
+    Outcome,
+    OutgoingReply,
+    ProgressEvent,
+    ProgressKind,
+    ReplyKind,
+)
 from tests.fakes.telegram import FakeTelegram, utf16_len
 
 CHAT = ChatRef("telegram", "42")
@@ -73,8 +81,12 @@ async def test_stream_edits_one_draft_that_the_answer_takes_over(
     assert message.params.get("reply_parameters", {}).get("message_id") == 5
     assert {"type": "bold", "offset": 6, "length": 5} in message.entities
     display.clear(CHAT, Outcome.DONE)
-    assert await display.take_draft(CHAT) == message.message_id
-    assert await display.take_draft(CHAT) is None
+    answer = OutgoingReply("Hello **world** and more words", ReplyKind.ANSWER, reply_to="5",
+                           outbox_id=1)
+    assert await display.take_draft(CHAT, answer) == message.message_id
+    # A retry of the same reply replaces the same draft; any other reply has none.
+    assert await display.take_draft(CHAT, answer) == message.message_id
+    assert await display.take_draft(CHAT, replace(answer, outbox_id=2)) is None
     # Throttled: never more than one edit per interval.
     edits = [c.time for c in fake.calls if c.method == "editMessageText"]
     gaps = [b - a for a, b in itertools.pairwise(edits)]
@@ -90,4 +102,38 @@ async def test_requeued_turn_removes_its_draft_and_tool_status(
     assert any(t.startswith("🔧 list_dir") for t in fake.texts(42))
     display.clear(CHAT, Outcome.REQUEUED)
     await fake.wait_for(lambda: fake.sent_messages(42) == [], what="both deleted")
-    assert await display.take_draft(CHAT) is None
+    assert await display.take_draft(CHAT, OutgoingReply("x", ReplyKind.ANSWER)) is None
+
+
+async def test_each_answer_takes_its_own_draft_in_turn_order(
+        rig: tuple[FakeTelegram, ProgressDisplay]) -> None:
+    fake, display = rig
+    drafts = []
+    for turn, ids in enumerate((("5",), ("6", "7"))):
+        display.event(CHAT, ProgressEvent(ProgressKind.STARTED, message_ids=ids))
+        display.event(CHAT, ProgressEvent(ProgressKind.TEXT, text=f"answer {turn} so f",
+                                          message_ids=ids))
+        await fake.wait_for_messages(42, count=turn + 1)
+        drafts.append(fake.sent_messages(42)[-1].message_id)
+        display.clear(CHAT, Outcome.DONE)
+    # Both turns ended before either answer went out: each answer finds its own draft.
+    first = OutgoingReply("answer 0", ReplyKind.ANSWER, reply_to="5", outbox_id=10)
+    second = OutgoingReply("answer 1", ReplyKind.ANSWER, reply_to="7", outbox_id=11)
+    assert await display.take_draft(CHAT, first) == drafts[0]
+    assert await display.take_draft(CHAT, second) == drafts[1]
+
+
+async def test_a_draft_whose_answer_never_comes_is_taken_down(
+        rig: tuple[FakeTelegram, ProgressDisplay]) -> None:
+    fake, display = rig
+    for turn, ids in enumerate((("5",), ("6",))):
+        display.event(CHAT, ProgressEvent(ProgressKind.TEXT, text=f"draft {turn}",
+                                          message_ids=ids))
+        await fake.wait_for_messages(42, count=turn + 1)
+        display.clear(CHAT, Outcome.DONE)
+    stale, kept = fake.sent_messages(42)
+    # The answer of the first turn was never stored (it comes after a restart, anew).
+    later = OutgoingReply("answer 1", ReplyKind.ANSWER, reply_to="6", outbox_id=12)
+    assert await display.take_draft(CHAT, later) == kept.message_id
+    await fake.wait_for(lambda: fake.sent_messages(42) == [kept], what="the stale draft gone")
+    assert stale.deleted

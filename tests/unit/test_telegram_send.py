@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -12,9 +13,11 @@ from typing import Any
 import pytest
 from telegram.ext import ExtBot
 
+from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.telegram.send import EMPTY_REPLY, FileStep, Sender, TextStep, plan
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 from tests.fakes.telegram import FakeTelegram
+from tests.unit.telegram_memory import MemoryBridge
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,20 +50,34 @@ async def fake() -> AsyncIterator[FakeTelegram]:
 
 
 @pytest.fixture
-async def sender(fake: FakeTelegram) -> AsyncIterator[Sender]:
+def bridge() -> MemoryBridge:
+    return MemoryBridge()
+
+
+@pytest.fixture
+async def bot(fake: FakeTelegram) -> AsyncIterator[ExtBot[Any]]:
     bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url,
                               base_file_url=fake.base_file_url)
     await bot.initialize()
-    revoked: list[bool] = []
-    yield Sender(bot, max_chunks=4, scrub=lambda s: s.replace(fake.token, "[token]"),
-                 on_revoked=lambda: revoked.append(True))
+    yield bot
     await bot.shutdown()
+
+
+def new_sender(bot: ExtBot[Any], bridge: MemoryBridge, fake: FakeTelegram) -> Sender:
+    """A Sender as a (re)started daemon builds it: nothing in memory, the store's cursors."""
+    return Sender(bot, PartLog(bridge, "telegram"), max_chunks=4,
+                  scrub=lambda s: s.replace(fake.token, "[token]"), on_revoked=lambda: None)
+
+
+@pytest.fixture
+def sender(bot: ExtBot[Any], bridge: MemoryBridge, fake: FakeTelegram) -> Sender:
+    return new_sender(bot, bridge, fake)
 
 
 async def test_retry_after_a_429_resends_only_missing_chunks(fake: FakeTelegram,
                                                              sender: Sender) -> None:
     text = "\n\n".join(para(n) for n in range(6))  # three chunks
-    reply = OutgoingReply(text, ReplyKind.ANSWER, reply_to="7")
+    reply = OutgoingReply(text, ReplyKind.ANSWER, reply_to="7", outbox_id=3)
     fake.set_flood(every=2, retry_after=3)
     with pytest.raises(DeliveryError) as first:
         await sender.send(CHAT, reply)
@@ -74,6 +91,36 @@ async def test_retry_after_a_429_resends_only_missing_chunks(fake: FakeTelegram,
     quoted = [m.params.get("reply_parameters") for m in fake.sent_messages(42)]
     assert quoted[0] == {"message_id": 7, "allow_sending_without_reply": True}
     assert quoted[1:] == [None, None]
+
+
+async def test_a_restart_resumes_after_the_last_part_that_arrived(
+        fake: FakeTelegram, bot: ExtBot[Any], bridge: MemoryBridge) -> None:
+    text = "\n\n".join(para(n) for n in range(6))  # three chunks
+    reply = OutgoingReply(text, ReplyKind.ANSWER, reply_to="7", outbox_id=4)
+    fake.fail_next("sendMessage", 502)  # the first part is refused: nothing to record
+    with pytest.raises(DeliveryError):
+        await new_sender(bot, bridge, fake).send(CHAT, reply)
+    assert "telegram.parts.4" not in bridge.cursors
+    fake.set_flood(every=2, retry_after=3)  # the first part goes, the second is refused
+    with pytest.raises(DeliveryError):
+        await new_sender(bot, bridge, fake).send(CHAT, reply)
+    fake.set_flood(0)
+    assert json.loads(bridge.cursors["telegram.parts.4"])["done"] == ["0"]
+    await new_sender(bot, bridge, fake).send(CHAT, reply)  # as after a restart
+    texts = fake.texts(42)
+    assert [t[:12] for t in texts] == ["Paragraph 0 ", "Paragraph 2 ", "Paragraph 4 "]
+    assert bridge.cursors["telegram.parts.4"] == ""
+
+
+async def test_progress_of_another_split_is_not_trusted(
+        fake: FakeTelegram, sender: Sender, bridge: MemoryBridge) -> None:
+    text = "\n\n".join(para(n) for n in range(6))
+    # Recorded for a reply that was split differently (another setting, another version).
+    bridge.cursors["telegram.parts.5"] = json.dumps({"plan": "0123456789abcdef",
+                                                     "done": ["0", "1"]})
+    await sender.send(CHAT, OutgoingReply(text, ReplyKind.ANSWER, outbox_id=5))
+    assert len(fake.texts(42)) == 3  # sent whole rather than with parts missing
+    assert bridge.cursors["telegram.parts.5"] == ""
 
 
 async def test_error_mapping(fake: FakeTelegram, sender: Sender) -> None:

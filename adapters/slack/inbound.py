@@ -1,0 +1,204 @@
+"""Slack events and slash commands on their way to the bridge.
+
+Acknowledgement. Slack redelivers an event it did not see acknowledged within 3 s. Bolt runs
+with process_before_response, so the ack (a Socket Mode response or the HTTP 200) leaves only
+after `event` returned, which is after `bridge.submit` committed the message: a daemon killed
+before the commit leaves the event unacknowledged and Slack sends it again. Copies (the
+redelivery, and the `message` + `app_mention` pair Slack sends for one mention) share channel
+and ts, the platform message id the store deduplicates on; recent event ids and message ids
+are also remembered here so a copy costs no database work and no second file download.
+
+Events of one conversation are handled one at a time, in arrival order (ChatSerial), so the
+agent sees messages in the order they were written even when one of them carries a slow
+file. A file that takes longer than Slack's 3 s to download delays that ack: Slack
+redelivers, the copy waits for the original and is then recognised, and the file is
+downloaded once.
+
+Commands: `/picobridge new|status|stop|help` (the name is slack.slash_command) in a DM with the
+bot, and `!new` etc. as text (slack.command_prefix) anywhere, both passed to the bridge as
+`/new`. Slash commands cannot be used inside threads, and a channel has no conversation of its
+own, so in channels the slash command only explains how to use `!new` in a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from picobridge.adapters.common.attachments import AttachmentRefused
+from picobridge.adapters.common.serial import ChatSerial
+from picobridge.adapters.common.tasks import TaskSet
+from picobridge.adapters.slack.client import Recent
+from picobridge.adapters.slack.context import thread_context
+from picobridge.adapters.slack.events import (
+    PLATFORM,
+    Candidate,
+    Identity,
+    Skip,
+    normalise,
+    slash_command_text,
+    ts_seconds,
+)
+from picobridge.adapters.slack.files import SlackFiles
+from picobridge.adapters.slack.progress import SlackProgress
+from picobridge.contract import (
+    Attachment,
+    BridgeLink,
+    ChatRef,
+    InboundMessage,
+    SubmitResult,
+    listed_commands,
+)
+
+if TYPE_CHECKING:
+    from picobridge.config.settings import SlackSettings
+
+log = logging.getLogger("picobridge.slack")
+
+
+class SlackInbound:
+    def __init__(self, settings: SlackSettings, bridge: BridgeLink, client: AsyncWebClient,
+                 files: SlackFiles, progress: SlackProgress, tasks: TaskSet) -> None:
+        self._settings = settings
+        self._bridge = bridge
+        self._client = client
+        self._files = files
+        self._progress = progress
+        self._tasks = tasks
+        self._serial = ChatSerial(tasks, name="slack-chat")
+        self._seen_events = Recent()
+        self._seen_messages = Recent()
+        # Who the bot is; known once auth.test answered. Events before that are refused
+        # (not acknowledged), so Slack sends them again.
+        self.me: Identity | None = None
+
+    async def event(self, body: dict[str, Any]) -> None:
+        """Process one Events API payload; returns once it is safe to acknowledge."""
+        me = self.me
+        if me is None:
+            raise RuntimeError("Slack adapter is not ready for events yet")
+        event_id = body.get("event_id") if isinstance(body.get("event_id"), str) else None
+        if event_id is not None and event_id in self._seen_events:
+            return
+        found = normalise(body, me, allow_bots=self._settings.allow_bots,
+                          command_prefix=self._settings.command_prefix)
+        if isinstance(found, Skip):
+            log.debug("event %s skipped: %s", event_id, found.reason)
+            self._seen_events.add(event_id)
+            return
+        allowed = self._settings.allowed_channels
+        if not found.is_dm and allowed and found.channel not in allowed:
+            if not found.needs_known_thread:
+                self._tasks.spawn(self._ephemeral(found, "I am not enabled in this channel."),
+                                  name="slack-ephemeral")
+            log.info("mention in channel %s ignored: not in slack.allowed_channels",
+                     found.channel)
+            self._seen_events.add(event_id)
+            return
+        await self._serial.run(found.chat.key, lambda: self._in_order(found, me, event_id))
+
+    async def _in_order(self, found: Candidate, me: Identity, event_id: str | None) -> None:
+        if found.platform_message_id in self._seen_messages:
+            self._seen_events.add(event_id)
+            return
+        context = await self._earlier_in_thread(found, me)
+        if context is None:
+            return
+        await self._submit(found, context)
+        self._seen_messages.add(found.platform_message_id)
+        self._seen_events.add(event_id)
+
+    async def _earlier_in_thread(self, found: Candidate, me: Identity) -> str | None:
+        """What the thread said before the bot was in it ('' when nothing or not needed);
+        None when the message is a follow-up in a thread the bridge does not hold."""
+        thread = found.chat.thread_id
+        if not found.needs_known_thread and (thread is None or thread == found.ts
+                                             or found.is_dm):
+            return ""
+        known = await self._bridge.knows_chat(found.chat)
+        if found.needs_known_thread and not known:
+            return None
+        if known or thread is None or not await self._bridge.is_allowed(PLATFORM, found.user):
+            return ""
+        # Mentioned for the first time in a thread that ran without the bot.
+        return await thread_context(self._client, me, found.channel, thread, found.ts)
+
+    async def _submit(self, found: Candidate, context: str) -> None:
+        text = found.text
+        attachments: list[Attachment] = []
+        notices: list[str] = []
+        if found.files:
+            # Strangers' files are not fetched: the bridge refuses them anyway, and
+            # downloading first would let anyone fill the disk.
+            if await self._bridge.is_allowed(PLATFORM, found.user):
+                attachments, notices = await self._fetch(found.files)
+            elif not text:
+                text = "(a file)"  # still submitted, so the stranger hears why nothing happens
+        for notice in notices:
+            self._tasks.spawn(self._notice(found.chat, f"⚠️ {notice}"), name="slack-notice")
+        if not text and not attachments:
+            if found.files:
+                return  # every file was refused, and the user was told why
+            if not context:
+                text = "/help"  # a bare @mention: say what the bot does rather than nothing
+        if context and not text.startswith("/"):
+            text = context + (text or "(I was mentioned without a question.)")
+        result = await self._bridge.submit(InboundMessage(
+            chat=found.chat, sender_id=found.user, text=text,
+            platform_message_id=found.platform_message_id, sender_name=found.sender_name,
+            attachments=tuple(attachments), reply_to=found.ts, sent_at=ts_seconds(found.ts)))
+        log.debug("slack message %s -> %s", found.platform_message_id, result.value)
+        if result is SubmitResult.ACCEPTED:
+            self._progress.received(found.channel, found.ts)
+
+    async def _fetch(self, files: tuple[dict[str, Any], ...]
+                     ) -> tuple[list[Attachment], list[str]]:
+        """The files that could be fetched, and why the others could not."""
+        attachments: list[Attachment] = []
+        notices: list[str] = []
+        for file in files:
+            try:
+                attachments.append(await self._files.fetch(file))
+            except AttachmentRefused as exc:
+                notices.append(str(exc))
+        return attachments, notices
+
+    async def command(self, body: dict[str, Any]) -> str | None:
+        """A slash command; returns an ephemeral answer for Slack, or None when the bridge
+        answers in the DM."""
+        s = self._settings
+        command = slash_command_text(str(body.get("text") or "")) or "/help"
+        channel = str(body.get("channel_id") or "")
+        user = str(body.get("user_id") or "")
+        if not channel.startswith("D"):
+            names = [f"`{s.command_prefix}{c.name}`" for c in listed_commands()]
+            return (f"In channels every thread is its own conversation: mention me inside the "
+                    f"thread with {', '.join(names[:-1])} or {names[-1]}. "
+                    f"`{s.slash_command}` works in a direct message with me.")
+        try:
+            # The command may come from a DM with someone else; answer in the user's DM with us.
+            opened = await self._client.conversations_open(users=user)
+            channel = str(opened["channel"]["id"])
+        except Exception as exc:
+            log.debug("conversations.open failed: %s", exc.__class__.__name__)
+        await self._bridge.submit(InboundMessage(
+            chat=ChatRef(PLATFORM, channel, None), sender_id=user, text=command,
+            platform_message_id=f"command:{body.get('trigger_id') or body.get('envelope_id')}",
+            sender_name=str(body.get("user_name") or "")))
+        return None
+
+    async def _notice(self, chat: ChatRef, text: str) -> None:
+        try:
+            await self._client.chat_postMessage(channel=chat.chat_id, thread_ts=chat.thread_id,
+                                                text=text)
+        except Exception as exc:
+            log.warning("could not post a notice to %s: %s", chat.key, exc.__class__.__name__)
+
+    async def _ephemeral(self, found: Candidate, text: str) -> None:
+        try:
+            await self._client.chat_postEphemeral(channel=found.channel, user=found.user,
+                                                  text=text, thread_ts=found.chat.thread_id)
+        except Exception as exc:
+            log.debug("ephemeral notice failed: %s", exc.__class__.__name__)
