@@ -1,8 +1,9 @@
-"""The platforms picobridge knows. A new platform is one module and one line here.
+"""The platforms picobridge knows. A new platform is one package and one line here.
 
-Each entry names the adapter class as "module:Class"; the config section of the same name
-(`[telegram]`, `[slack]`) says whether it is enabled (`.active`). Modules are imported only when
-enabled, so `picobridge chat` does not pay for libraries it does not use.
+Each entry names the platform's `Platform` class (its config section, allow list, user-id
+rule and adapter factory) as "module:Class". Platform modules are cheap to import; an
+adapter's libraries load only when the platform is enabled, so `picobridge chat` does not pay
+for libraries it does not use.
 """
 
 from __future__ import annotations
@@ -10,32 +11,37 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from picobridge.contract import Adapter
+from picobridge.contract import Adapter, Platform
 
 if TYPE_CHECKING:
     from picobridge.config.settings import Settings
 
 PLATFORMS: dict[str, str] = {
-    "telegram": "picobridge.adapters.telegram:TelegramAdapter",
-    "slack": "picobridge.adapters.slack:SlackAdapter",
+    "telegram": "picobridge.adapters.telegram.platform:TelegramPlatform",
+    "slack": "picobridge.adapters.slack.platform:SlackPlatform",
 }
 
 
-def adapter_class(platform: str) -> type[Adapter]:
-    module_name, _, class_name = PLATFORMS[platform].partition(":")
+def platform(name: str) -> Platform:
+    module_name, _, class_name = PLATFORMS[name].partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    assert isinstance(cls, type) and issubclass(cls, Adapter)
-    return cls
+    if not (isinstance(cls, type) and issubclass(cls, Platform)):
+        raise TypeError(f"{PLATFORMS[name]} is not a Platform")
+    return cls()
+
+
+def platforms() -> dict[str, Platform]:
+    return {name: platform(name) for name in PLATFORMS}
 
 
 def enabled_platforms(settings: Settings) -> list[str]:
-    return [name for name in PLATFORMS if getattr(settings, name).active]
+    return [name for name, p in settings.platforms.items() if p.active(settings.section(name))]
 
 
 def build_adapters(settings: Settings) -> list[Adapter]:
-    adapters = []
-    for name in enabled_platforms(settings):
-        adapter = adapter_class(name).from_settings(settings)
-        if adapter is not None:
-            adapters.append(adapter)
-    return adapters
+    return [settings.platforms[name].adapter(settings) for name in enabled_platforms(settings)]
+
+
+def allow_lists(settings: Settings) -> dict[str, frozenset[str]]:
+    return {name: p.allowed_users(settings.section(name))
+            for name, p in settings.platforms.items()}

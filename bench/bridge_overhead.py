@@ -51,10 +51,6 @@ class BenchAdapter(Adapter):
         self.delivered: dict[str, float] = {}
         self.event = asyncio.Event()
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Adapter | None:
-        return None
-
     async def start(self, bridge: BridgeLink) -> None:
         return None
 

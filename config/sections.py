@@ -13,16 +13,31 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
+    SecretStr,
     field_validator,
     model_validator,
 )
 
+# The shipped example config carries these markers in place of real secrets.
+_PLACEHOLDER_MARKERS = ("REPLACE", "YOUR-", "YOUR_", "CHANGEME", "CHANGE-ME")
 
-class _Section(BaseModel):
+
+def clean_secret(value: SecretStr | None, info_name: str) -> SecretStr | None:
+    """Strip a secret (a token pasted with a space or newline is still the token, from any
+    source), refuse the shipped example's placeholders, and treat blank as unset."""
+    if value is None:
+        return None
+    text = value.get_secret_value().strip()
+    if any(marker in text.upper() for marker in _PLACEHOLDER_MARKERS):
+        raise ValueError(f"{info_name} still holds the example placeholder; set the real value")
+    return SecretStr(text) if text else None
+
+
+class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class WorkerSettings(_Section):
+class WorkerSettings(Section):
     """An agent worker with its own command, e.g. over ssh (`[[agent.workers]]`)."""
 
     command: list[str] = Field(min_length=1)
@@ -30,7 +45,7 @@ class WorkerSettings(_Section):
     weight: PositiveFloat = 1.0
 
 
-class AgentSettings(_Section):
+class AgentSettings(Section):
     # Default: the protocol's own command (agent/protocols/__init__.py).
     command: list[str] = Field(default_factory=list, min_length=1)
     protocol: str = "picobot-json"
@@ -60,18 +75,18 @@ class AgentSettings(_Section):
         return data
 
 
-class BridgeSettings(_Section):
+class BridgeSettings(Section):
     coalesce: bool = True
     max_attempts: PositiveInt = 3
 
 
-class AttachmentSettings(_Section):
+class AttachmentSettings(Section):
     inline_max_bytes: PositiveInt = 256 * 1024
     max_bytes: PositiveInt = 20 * 1024 * 1024
     retention_days: PositiveInt = 30
 
 
-class HttpSettings(_Section):
+class HttpSettings(Section):
     listen: str | None = None
 
     @field_validator("listen")
@@ -85,7 +100,7 @@ class HttpSettings(_Section):
         return v
 
 
-class LogSettings(_Section):
+class LogSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 

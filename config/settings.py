@@ -12,23 +12,15 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import (
-    BaseModel,
-    Field,
-    PositiveFloat,
-    PositiveInt,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -38,117 +30,24 @@ from picobridge.config.sections import (
     BridgeSettings,
     HttpSettings,
     LogSettings,
-    _Section,
 )
+
+if TYPE_CHECKING:
+    from picobridge.contract import Platform
 
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 ENV_PREFIX = "PICOBRIDGE_"
-
-# systemd credential file name -> (section, key). `LoadCredential=telegram_token:/path`.
-CREDENTIAL_FILES: dict[str, tuple[str, str]] = {
-    "telegram_token": ("telegram", "token"),
-    "telegram_webhook_secret": ("telegram", "webhook_secret"),
-    "slack_bot_token": ("slack", "bot_token"),
-    "slack_app_token": ("slack", "app_token"),
-    "slack_signing_secret": ("slack", "signing_secret"),
-}
-
-# The shipped example config carries these markers in place of real secrets.
-_PLACEHOLDER_MARKERS = ("REPLACE", "YOUR-", "YOUR_", "CHANGEME", "CHANGE-ME")
 
 
 class ConfigError(Exception):
     """A configuration problem, phrased for the operator, never containing a secret value."""
 
 
-def _reject_placeholder(value: SecretStr | None, info_name: str) -> SecretStr | None:
-    """Strip a secret (a token pasted with a space or newline is still the token, from any
-    source), refuse the shipped example's placeholders, and treat blank as unset."""
-    if value is None:
-        return None
-    text = value.get_secret_value().strip()
-    if any(marker in text.upper() for marker in _PLACEHOLDER_MARKERS):
-        raise ValueError(f"{info_name} still holds the example placeholder; set the real value")
-    return SecretStr(text) if text else None
+class CoreSettings(BaseSettings):
+    """The core sections; `settings_model` adds a section per registered platform."""
 
+    _platforms: ClassVar[Mapping[str, Platform]] = {}
 
-class TelegramSettings(_Section):
-    enabled: bool | None = None
-    token: SecretStr | None = None
-    base_url: str = "https://api.telegram.org/bot"
-    base_file_url: str = "https://api.telegram.org/file/bot"
-    allowed_users: list[int] = Field(default_factory=list)
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_url: str | None = None
-    webhook_path: str = "/telegram/webhook"
-    webhook_secret: SecretStr | None = None
-    poll_timeout: PositiveInt = 30
-    stall_timeout: PositiveFloat = 120.0
-    stream: bool = False
-    show_tools: bool = False
-    max_chunks: PositiveInt = 4
-    proxy_url: str | None = None
-    rate_limiter: bool = True
-
-    _no_placeholders = field_validator("token", "webhook_secret")(
-        lambda v, info: _reject_placeholder(v, f"telegram.{info.field_name}")
-    )
-
-    @property
-    def active(self) -> bool:
-        return self.enabled if self.enabled is not None else self.token is not None
-
-    @model_validator(mode="after")
-    def _token_when_enabled(self) -> TelegramSettings:
-        if self.enabled and self.token is None:
-            raise ValueError("telegram.enabled is true but telegram.token is not set")
-        if self.active and self.mode == "webhook" and not self.webhook_url:
-            raise ValueError("telegram.mode = 'webhook' needs telegram.webhook_url")
-        return self
-
-
-class SlackSettings(_Section):
-    enabled: bool | None = None
-    bot_token: SecretStr | None = None
-    app_token: SecretStr | None = None
-    signing_secret: SecretStr | None = None
-    mode: Literal["socket", "http"] = "socket"
-    base_url: str = "https://slack.com/api/"
-    events_path: str = "/slack/events"
-    allowed_users: list[str] = Field(default_factory=list)
-    allowed_channels: list[str] = Field(default_factory=list)
-    file_hosts: list[str] = Field(default_factory=lambda: ["files.slack.com"])
-    allow_bots: bool = False
-    slash_command: str = "/picobridge"
-    command_prefix: str = "!"
-    reaction_received: str = "eyes"
-    reaction_done: str = "white_check_mark"
-    reaction_failed: str = "x"
-    stream: bool = False
-    max_chunks: PositiveInt = 4
-
-    _no_placeholders = field_validator("bot_token", "app_token", "signing_secret")(
-        lambda v, info: _reject_placeholder(v, f"slack.{info.field_name}")
-    )
-
-    @property
-    def active(self) -> bool:
-        return self.enabled if self.enabled is not None else self.bot_token is not None
-
-    @model_validator(mode="after")
-    def _tokens_when_enabled(self) -> SlackSettings:
-        if not self.active:
-            return self
-        if self.bot_token is None:
-            raise ValueError("slack is enabled but slack.bot_token is not set")
-        if self.mode == "socket" and self.app_token is None:
-            raise ValueError("slack.mode = 'socket' needs slack.app_token (xapp-...)")
-        if self.mode == "http" and self.signing_secret is None:
-            raise ValueError("slack.mode = 'http' needs slack.signing_secret")
-        return self
-
-
-class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
@@ -161,8 +60,6 @@ class Settings(BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
-    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
-    slack: SlackSettings = Field(default_factory=SlackSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
@@ -179,18 +76,26 @@ class Settings(BaseSettings):
         return (
             init_settings,
             env_settings,
-            CredentialsSource(settings_cls),
+            CredentialsSource(settings_cls, credential_files(cls._platforms)),
             TomlConfigSettingsSource(settings_cls),
         )
 
     @model_validator(mode="after")
-    def _listener_for_webhooks(self) -> Settings:
+    def _listener_for_webhooks(self) -> CoreSettings:
         if self.http.listen is None:
-            if self.slack.active and self.slack.mode == "http":
-                raise ValueError("slack.mode = 'http' needs http.listen (the events endpoint)")
-            if self.telegram.active and self.telegram.mode == "webhook":
-                raise ValueError("telegram.mode = 'webhook' needs http.listen")
+            for name, platform in self._platforms.items():
+                reason = platform.needs_listener(self.section(name))
+                if reason:
+                    raise ValueError(f"{reason} needs http.listen")
         return self
+
+    def section(self, platform: str) -> Any:
+        """A platform's own section (`[telegram]`), as that platform's model."""
+        return getattr(self, platform)
+
+    @property
+    def platforms(self) -> Mapping[str, Platform]:
+        return self._platforms
 
     @property
     def db_path(self) -> Path:
@@ -202,15 +107,28 @@ class Settings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value configured, for the log redaction filter."""
-        values = [
-            self.telegram.token, self.telegram.webhook_secret, self.slack.bot_token,
-            self.slack.app_token, self.slack.signing_secret,
-        ]
-        return [v.get_secret_value() for v in values if v is not None]
+        return [secret for name, platform in self._platforms.items()
+                for secret in platform.secrets(self.section(name))]
+
+
+if TYPE_CHECKING:
+    # For type checkers the core model; at run time, the model with the platforms' sections.
+    Settings = CoreSettings
+
+
+def credential_files(platforms: Mapping[str, Platform]) -> dict[str, tuple[str, str]]:
+    """systemd credential file name -> (section, key), e.g. `LoadCredential=telegram_token:..`."""
+    return {filename: (name, key) for name, platform in platforms.items()
+            for filename, key in platform.credentials.items()}
 
 
 class CredentialsSource(PydanticBaseSettingsSource):
     """Secrets from systemd's LoadCredential= files, so tokens need not sit in the config."""
+
+    def __init__(self, settings_cls: type[BaseSettings],
+                 files: Mapping[str, tuple[str, str]]) -> None:
+        super().__init__(settings_cls)
+        self._files = files
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
@@ -220,11 +138,46 @@ class CredentialsSource(PydanticBaseSettingsSource):
         if not directory:
             return {}
         found: dict[str, dict[str, str]] = {}
-        for filename, (section, key) in CREDENTIAL_FILES.items():
+        for filename, (section, key) in self._files.items():
             path = Path(directory) / filename
-            if path.is_file():
-                found.setdefault(section, {})[key] = path.read_text(encoding="utf-8").strip()
+            try:
+                if path.is_file():
+                    found.setdefault(section, {})[key] = path.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                raise ConfigError(f"cannot read credential {filename} in $CREDENTIALS_DIRECTORY: "
+                                  f"{reason}") from None
         return found
+
+
+_models: dict[tuple[tuple[str, str], ...], type[CoreSettings]] = {}
+
+
+def settings_model(platforms: Mapping[str, Platform] | None = None) -> type[CoreSettings]:
+    """The settings model: the core sections plus one section per platform (by default the
+    registered ones, adapters/registry.py), built once per set of platforms."""
+    if platforms is None:
+        from picobridge.adapters.registry import platforms as registered
+
+        platforms = registered()
+    key = tuple((name, f"{type(p).__module__}.{type(p).__qualname__}")
+                for name, p in platforms.items())
+    model = _models.get(key)
+    if model is None:
+        fields: dict[str, Any] = {name: (p.section, Field(default_factory=p.section))
+                                  for name, p in platforms.items()}
+        model = create_model("Settings", __base__=CoreSettings, **fields)
+        model._platforms = dict(platforms)
+        _models[key] = model
+    return model
+
+
+def __getattr__(name: str) -> Any:
+    # `Settings` is the model with every registered platform, built on first use: importing
+    # this module must not import the platforms (they import their config sections from here).
+    if name == "Settings":
+        return settings_model()
+    raise AttributeError(name)
 
 
 def default_config_path(environ: Mapping[str, str]) -> Path | None:
@@ -260,9 +213,11 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"{where}: {message}" if where != "config" else message
 
 
-def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -> Settings:
+def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
+                  platforms: Mapping[str, Platform] | None = None) -> Settings:
     """Load and validate the configuration; raise ConfigError with an operator-friendly text."""
     environ = os.environ if environ is None else environ
+    model = settings_model(platforms)
     explicit = path is not None
     path = path if explicit else default_config_path(environ)
     where = f" in {path}" if path else ""
@@ -275,17 +230,24 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -
                 raw = tomllib.load(fh)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})"
+                              ) from None
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-        problems = _unknown_keys(raw, Settings)
+        problems = _unknown_keys(raw, model)
         if problems:
             raise ConfigError("; ".join(problems) + where)
 
-    class _FromFile(Settings):
+    class _FromFile(model):  # type: ignore[valid-type,misc]
         model_config = SettingsConfigDict(toml_file=path)
 
     try:
         return _FromFile()
+    except SettingsError as exc:
+        # A PICOBRIDGE_* variable holding a list or table that is not JSON; the message names
+        # the variable, never its value.
+        raise ConfigError(f"invalid configuration (PICOBRIDGE_* environment): {exc}") from None
     except ValidationError as exc:
         details = "; ".join(_describe(e) for e in exc.errors())
         raise ConfigError(f"invalid configuration{where} (or PICOBRIDGE_* environment): "

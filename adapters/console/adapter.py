@@ -30,7 +30,7 @@ from picobridge.contract import (
 )
 
 if TYPE_CHECKING:
-    from picobridge.config.settings import Settings
+    pass
 
 CONSOLE_CHAT = ChatRef("console", "local")
 
@@ -53,10 +53,6 @@ class ConsoleAdapter(Adapter):
         # Set by `picobridge chat` once the agent is up, so the first /status is truthful and
         # a broken agent command is reported instead of waited on.
         self.may_read = asyncio.Event()
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Adapter | None:
-        return None  # never enabled by configuration; `picobridge chat` builds it
 
     async def start(self, bridge: BridgeLink) -> None:
         self._reader = asyncio.create_task(self._read(bridge), name="console-reader")

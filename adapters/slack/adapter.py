@@ -63,6 +63,7 @@ from picobridge.contract import (
 )
 
 if TYPE_CHECKING:
+    from picobridge.adapters.slack.settings import SlackSettings
     from picobridge.config.settings import Settings
 
 log = logging.getLogger("picobridge.slack")
@@ -76,7 +77,7 @@ class SlackAdapter(Adapter):
     platform = PLATFORM
 
     def __init__(self, settings: Settings) -> None:
-        self._settings = settings.slack
+        self._settings: SlackSettings = settings.section("slack")
         self._policy = AttachmentPolicy(settings.attachments, settings.media_dir)
         self._bridge: BridgeLink | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -89,10 +90,6 @@ class SlackAdapter(Adapter):
         self._connected = False
         self._stopped = False
         self._tasks = TaskSet(log)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Adapter | None:
-        return cls(settings) if settings.slack.active else None
 
     # -- lifecycle ---------------------------------------------------------------------------
 

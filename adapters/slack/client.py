@@ -25,7 +25,7 @@ from picobridge.adapters.slack.events import Identity
 from picobridge.adapters.slack.send import AUTH_ERRORS, slack_error
 
 if TYPE_CHECKING:
-    from picobridge.config.settings import SlackSettings
+    from picobridge.adapters.slack.settings import SlackSettings
 
 _RECENT = 10_000
 

@@ -53,7 +53,7 @@ from picobridge.contract import (
 )
 
 if TYPE_CHECKING:
-    from picobridge.config.settings import SlackSettings
+    from picobridge.adapters.slack.settings import SlackSettings
 
 log = logging.getLogger("picobridge.slack")
 

@@ -45,6 +45,7 @@ from picobridge.contract import (
 )
 
 if TYPE_CHECKING:
+    from picobridge.adapters.telegram.settings import TelegramSettings
     from picobridge.config.settings import Settings
 
 log = logging.getLogger("picobridge.telegram")
@@ -75,7 +76,7 @@ class TelegramAdapter(Adapter):
     platform = PLATFORM
 
     def __init__(self, settings: Settings) -> None:
-        cfg = settings.telegram
+        cfg: TelegramSettings = settings.section(PLATFORM)
         assert cfg.token is not None
         self._cfg = cfg
         self._token = cfg.token.get_secret_value()
@@ -94,10 +95,6 @@ class TelegramAdapter(Adapter):
         self._tasks = TaskSet(log)
         self._webhook_up = False
         _quiet_library_logs()
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> TelegramAdapter | None:
-        return cls(settings) if settings.telegram.active else None
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -93,20 +93,19 @@ async def run_check(config_path: Path | None) -> int:
     report.line("database", ok, text)
     await _agents(report, settings)
 
-    from picobridge.adapters.registry import PLATFORMS, adapter_class, enabled_platforms
+    from picobridge.adapters.registry import enabled_platforms
 
     enabled = enabled_platforms(settings)
-    for name in PLATFORMS:
+    for name, platform in settings.platforms.items():
         if name not in enabled:
             report.line(name, None, "disabled")
             continue
         try:
-            adapter = adapter_class(name).from_settings(settings)
-            assert adapter is not None
-            report.line(name, True, await adapter.verify())
+            report.line(name, True, await platform.adapter(settings).verify())
         except Exception as exc:  # any failure here is a finding, not a crash
             report.line(name, False, f"{exc.__class__.__name__}: {exc}")
     if not enabled:
-        report.line("platforms", False, "none enabled: set telegram.token or slack.bot_token")
+        hint = " or ".join(p.enable_hint for p in settings.platforms.values())
+        report.line("platforms", False, f"none enabled: set {hint}")
     sys.stdout.flush()
     return exit_codes.FAILURE if report.failed else exit_codes.OK

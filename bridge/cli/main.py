@@ -157,8 +157,8 @@ async def _run(settings: Settings) -> int:
 
     adapters = build_adapters(settings)
     if not adapters:
-        raise CliError("config error: no platform is enabled; set telegram.token or "
-                       "slack.bot_token (or try `picobridge chat`)", exit_codes.CONFIG)
+        raise CliError("config error: no platform is enabled; " + _enable_hint(settings)
+                       + " (or try `picobridge chat`)", exit_codes.CONFIG)
     async with _exclusive_store(settings, "run") as store:
         return await daemon.run(settings, store, adapters)
 
@@ -234,23 +234,27 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         await store.close()
 
 
-def _parse_user(value: str) -> tuple[str, str]:
-    from picobridge.adapters.registry import PLATFORMS
+def _enable_hint(settings: Settings) -> str:
+    return "set " + " or ".join(p.enable_hint for p in settings.platforms.values())
 
-    platform, sep, user = value.partition(":")
-    if not sep or not user or platform not in PLATFORMS:
+
+def _parse_user(settings: Settings, value: str) -> tuple[str, str]:
+    name, sep, user = value.partition(":")
+    platform = settings.platforms.get(name)
+    if not sep or not user or platform is None:
         raise CliError(f"expected platform:user_id with platform one of "
-                       f"{', '.join(PLATFORMS)}, got {value!r}", exit_codes.USAGE)
-    if platform == "telegram" and not user.lstrip("-").isdigit():
-        raise CliError(f"telegram user ids are numbers, got {user!r}", exit_codes.USAGE)
-    return platform, user
+                       f"{', '.join(settings.platforms)}, got {value!r}", exit_codes.USAGE)
+    problem = platform.user_id_problem(user)
+    if problem is not None:
+        raise CliError(f"{problem}, got {user!r}", exit_codes.USAGE)
+    return name, user
 
 
 async def _access(settings: Settings, args: argparse.Namespace) -> int:
-    from picobridge.cli.wiring import allow_lists
+    from picobridge.adapters.registry import allow_lists
 
     if args.action in ("allow", "deny"):
-        platform, user = _parse_user(args.user)
+        platform, user = _parse_user(settings, args.user)
     store = await _open_store(settings)
     try:
         if args.action == "list":

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobridge import exit_codes
+from picobridge.adapters.registry import allow_lists
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
@@ -46,13 +47,6 @@ class Daemon:
     intake: Intake
     adapters: dict[str, Adapter]
     http: HttpServer | None = None
-
-
-def allow_lists(settings: Settings) -> dict[str, frozenset[str]]:
-    return {
-        "telegram": frozenset(str(u) for u in settings.telegram.allowed_users),
-        "slack": frozenset(settings.slack.allowed_users),
-    }
 
 
 def build_pool(settings: Settings) -> WorkerPool:

@@ -12,7 +12,13 @@ import pytest
 from pydantic import BaseModel
 
 from picobridge import exit_codes
-from picobridge.config.settings import CREDENTIAL_FILES, ENV_PREFIX, Settings, load_settings
+from picobridge.adapters.registry import platforms
+from picobridge.config.settings import (
+    ENV_PREFIX,
+    Settings,
+    credential_files,
+    load_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE_DIR = "/var/lib/picobridge"
@@ -144,7 +150,7 @@ def test_unit_credentials_are_the_names_settings_read() -> None:
     assert {"telegram_token", "slack_bot_token", "slack_app_token", "slack_signing_secret"} <= (
         loaded
     )
-    assert loaded <= set(CREDENTIAL_FILES)
+    assert loaded <= set(credential_files(platforms()))
 
 
 def test_unit_is_hardened() -> None:

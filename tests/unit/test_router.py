@@ -49,10 +49,6 @@ class Recorder(Adapter):
         self.hold: asyncio.Event | None = None  # while set, a send waits for it
         self.entered = asyncio.Event()
 
-    @classmethod
-    def from_settings(cls, settings: object) -> Adapter | None:  # type: ignore[override]
-        return None
-
     async def start(self, bridge: BridgeLink) -> None: ...
 
     async def stop(self) -> None: ...

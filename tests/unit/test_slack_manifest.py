@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from picobridge.config.settings import SlackSettings
+from picobridge.adapters.slack.settings import SlackSettings
 
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "slack-app-manifest.yml"
 

@@ -12,7 +12,7 @@ import pytest
 
 from picobridge.adapters.telegram import adapter as telegram_module
 from picobridge.adapters.telegram.adapter import TelegramAdapter
-from picobridge.config.settings import Settings
+from picobridge.config.settings import ConfigError, Settings, load_settings
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 from tests.fakes.telegram import FakeTelegram
 from tests.unit.telegram_memory import MemoryBridge
@@ -22,13 +22,14 @@ def adapter(tmp_path: Path, fake: FakeTelegram, **telegram: Any) -> TelegramAdap
     settings = Settings(state_dir=tmp_path, telegram={
         "token": fake.token, "base_url": fake.base_url, "base_file_url": fake.base_file_url,
         "rate_limiter": False, **telegram})
-    built = TelegramAdapter.from_settings(settings)
-    assert built is not None
+    built = settings.platforms["telegram"].adapter(settings)
+    assert isinstance(built, TelegramAdapter)
     return built
 
 
 def test_disabled_without_a_token(tmp_path: Path) -> None:
-    assert TelegramAdapter.from_settings(Settings(state_dir=tmp_path)) is None
+    settings = Settings(state_dir=tmp_path)
+    assert not settings.platforms["telegram"].active(settings.section("telegram"))
 
 
 async def test_verify_names_the_bot_and_never_the_token(tmp_path: Path) -> None:
@@ -54,13 +55,12 @@ async def test_requests_go_through_the_proxy(tmp_path: Path) -> None:
         assert (await proxied.verify()).startswith("bot @picobridge_test_bot")
 
 
-async def test_unusable_proxy_is_a_clear_fatal_error(tmp_path: Path) -> None:
-    async with FakeTelegram() as fake:
-        bad = adapter(tmp_path, fake, proxy_url="ftp://127.0.0.1:9")
-        bridge = MemoryBridge()
-        await bad.start(bridge)
-        assert bridge.fatal_reasons and "proxy_url" in bridge.fatal_reasons[0]
-        await bad.stop()
+def test_a_proxy_of_an_unknown_kind_is_a_configuration_error(tmp_path: Path) -> None:
+    # Refused when the config is read (exit 3), not when the adapter starts.
+    config = tmp_path / "config.toml"
+    config.write_text("[telegram]\ntoken = '1:x'\nproxy_url = 'ftp://127.0.0.1:9'\n")
+    with pytest.raises(ConfigError, match="telegram.proxy_url must start with one of http://"):
+        load_settings(config)
 
 
 async def test_revoked_token_at_start_is_fatal_and_replies_wait(

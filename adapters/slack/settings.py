@@ -1,0 +1,50 @@
+"""The `[slack]` section of the configuration."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, SecretStr, field_validator, model_validator
+
+from picobridge.config.sections import Section, clean_secret
+
+
+class SlackSettings(Section):
+    enabled: bool | None = None
+    bot_token: SecretStr | None = None
+    app_token: SecretStr | None = None
+    signing_secret: SecretStr | None = None
+    mode: Literal["socket", "http"] = "socket"
+    base_url: str = "https://slack.com/api/"
+    events_path: str = "/slack/events"
+    allowed_users: list[str] = Field(default_factory=list)
+    allowed_channels: list[str] = Field(default_factory=list)
+    file_hosts: list[str] = Field(default_factory=lambda: ["files.slack.com"])
+    allow_bots: bool = False
+    slash_command: str = "/picobridge"
+    command_prefix: str = "!"
+    reaction_received: str = "eyes"
+    reaction_done: str = "white_check_mark"
+    reaction_failed: str = "x"
+    stream: bool = False
+    max_chunks: PositiveInt = 4
+
+    _no_placeholders = field_validator("bot_token", "app_token", "signing_secret")(
+        lambda v, info: clean_secret(v, f"slack.{info.field_name}")
+    )
+
+    @property
+    def active(self) -> bool:
+        return self.enabled if self.enabled is not None else self.bot_token is not None
+
+    @model_validator(mode="after")
+    def _tokens_when_enabled(self) -> SlackSettings:
+        if not self.active:
+            return self
+        if self.bot_token is None:
+            raise ValueError("slack is enabled but slack.bot_token is not set")
+        if self.mode == "socket" and self.app_token is None:
+            raise ValueError("slack.mode = 'socket' needs slack.app_token (xapp-...)")
+        if self.mode == "http" and self.signing_secret is None:
+            raise ValueError("slack.mode = 'http' needs slack.signing_secret")
+        return self
