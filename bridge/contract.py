@@ -192,6 +192,13 @@ class SubmitResult(enum.StrEnum):
     COMMAND = "command"  # a bridge command, handled
 
 
+class StorageUnavailable(Exception):
+    """Raised by `BridgeLink` calls while the bridge cannot write (a full disk, a database
+    locked by another process or read-only). Nothing was stored: the adapter must not
+    acknowledge the message to its platform, and offers it again after a pause. It is
+    transient, never a reason to skip a message; the bridge logs the outage once."""
+
+
 class DeliveryError(Exception):
     """Raised by `Adapter.send_reply` when a reply could not be delivered.
 

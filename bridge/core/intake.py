@@ -19,6 +19,7 @@ from picobridge.core.commands import Commands, parse_command
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.core.stats import IntakeStats, bump
+from picobridge.core.storage import StorageGuard
 from picobridge.store import Store
 
 log = logging.getLogger("picobridge.intake")
@@ -51,12 +52,17 @@ class Intake:
         self._received: dict[str, int] = {}
         self._duplicates: dict[str, int] = {}
         self._denied: dict[str, int] = {}
+        self._storage = StorageGuard()
 
     def stats(self) -> IntakeStats:
         return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
                            dict(self._connections), dict(self._disconnected_since))
 
     async def submit(self, message: InboundMessage) -> SubmitResult:
+        async with self._storage.writing("receiving a message"):
+            return await self._submit(message)
+
+    async def _submit(self, message: InboundMessage) -> SubmitResult:
         chat, platform = message.chat, message.chat.platform
         if not await self._access.allowed(platform, message.sender_id):
             bump(self._denied, platform)
@@ -118,20 +124,24 @@ class Intake:
         return await self._access.allowed(platform, user_id)
 
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
-        updated = await self._store.update_text(platform, platform_message_id, text)
+        async with self._storage.writing("applying an edit"):
+            updated = await self._store.update_text(platform, platform_message_id, text)
         if updated is None:
             return False
         self._router.replace_queued(updated)
         return True
 
     async def knows_chat(self, chat: ChatRef) -> bool:
-        return await self._store.has_chat(chat)
+        async with self._storage.writing("looking up a chat"):
+            return await self._store.has_chat(chat)
 
     async def get_cursor(self, name: str) -> str | None:
-        return await self._store.get_cursor(name)
+        async with self._storage.writing("reading a position"):
+            return await self._store.get_cursor(name)
 
     async def set_cursor(self, name: str, value: str) -> None:
-        await self._store.set_cursor(name, value)
+        async with self._storage.writing("saving a position"):
+            await self._store.set_cursor(name, value)
 
     def connection_changed(self, platform: str, connected: bool) -> None:
         if self._connections.get(platform) != connected:

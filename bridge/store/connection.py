@@ -2,13 +2,16 @@
 
 One aiosqlite connection does all the writing (SQLite allows one writer anyway); a lock keeps
 one coroutine's multi-statement transaction from interleaving with another's. WAL with
-synchronous=NORMAL: a commit survives the daemon being killed at any moment, which is the
-promise made to users; only an OS crash may lose the last few commits.
+synchronous=FULL: every commit is on disk before it returns, so what a platform was told we
+received (a Telegram offset, a Slack ack) survives a power cut too, not only a killed daemon.
+(With NORMAL the last commits before an OS crash could roll back.) Group commit keeps the cost
+to one sync per batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +30,18 @@ class StoreError(Exception):
     """The database could not be opened or used."""
 
 
+async def _must_be_writable(db: aiosqlite.Connection, path: Path) -> None:
+    """Refuse a database that can never take a write (read-only file or folder) at start, with
+    the same words as `picobridge check`, instead of failing on the first message."""
+    try:
+        await db.execute("BEGIN IMMEDIATE")
+        await db.execute("ROLLBACK")
+    except aiosqlite.OperationalError as exc:
+        if "readonly" in str(exc) or "read-only" in str(exc):
+            raise StoreError(f"{path} is not writable") from None
+        # Locked by another process, say: transient, the writes that need it will wait.
+
+
 def batch_fields(count: int) -> str:
     """The first `count` fields of a batched row (a JSON array `m.value`) as SQL values."""
     return ", ".join(f"json_extract(m.value, '$[{i}]')" for i in range(count))
@@ -43,16 +58,22 @@ class Database:
 
     @classmethod
     async def open(cls, path: Path, *, migrate_schema: bool = True) -> Self:
+        if os.path.isdir(path):  # one stat at start
+            raise StoreError(f"cannot open database {path}: it is a directory")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+        try:
             db = await aiosqlite.connect(path, isolation_level=None)
         except (OSError, aiosqlite.Error) as exc:
             raise StoreError(f"cannot open database {path}: {exc}") from None
         try:
             await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
+            await db.execute("PRAGMA synchronous=FULL")
             await db.execute("PRAGMA foreign_keys=ON")
             await db.execute("PRAGMA busy_timeout=5000")
+            await _must_be_writable(db, path)
             if migrate_schema:
                 await migrate(db)
             else:
@@ -63,12 +84,15 @@ class Database:
                         f"database schema is at version {version}, this picobridge needs "
                         f"{latest}; run `picobridge migrate`"
                     )
-        except SchemaError:
+        except (SchemaError, StoreError):
             await db.close()
             raise
         except aiosqlite.Error as exc:
             await db.close()
             raise StoreError(f"cannot use database {path}: {exc}") from None
+        except BaseException:
+            await db.close()
+            raise
         return cls(db, path)
 
     async def close(self) -> None:
