@@ -11,7 +11,6 @@ to one sync per batch.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,6 +27,16 @@ Result = TypeVar("Result")
 
 class StoreError(Exception):
     """The database could not be opened or used."""
+
+
+def _prepare(path: Path) -> None:
+    """Once, at start: a clear word instead of SQLite's for a path that cannot be a database."""
+    if path.is_dir():
+        raise StoreError(f"cannot open database {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
 
 
 async def _must_be_writable(db: aiosqlite.Connection, path: Path) -> None:
@@ -58,12 +67,7 @@ class Database:
 
     @classmethod
     async def open(cls, path: Path, *, migrate_schema: bool = True) -> Self:
-        if os.path.isdir(path):  # one stat at start
-            raise StoreError(f"cannot open database {path}: it is a directory")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+        _prepare(path)
         try:
             db = await aiosqlite.connect(path, isolation_level=None)
         except (OSError, aiosqlite.Error) as exc:

@@ -59,7 +59,7 @@ def test_a_proxy_of_an_unknown_kind_is_a_configuration_error(tmp_path: Path) -> 
     # Refused when the config is read (exit 3), not when the adapter starts.
     config = tmp_path / "config.toml"
     config.write_text("[telegram]\ntoken = '1:x'\nproxy_url = 'ftp://127.0.0.1:9'\n")
-    with pytest.raises(ConfigError, match="telegram.proxy_url must start with one of http://"):
+    with pytest.raises(ConfigError, match=r"telegram\.proxy_url must start with one of http://"):
         load_settings(config)
 
 
