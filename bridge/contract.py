@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -252,6 +252,17 @@ class BridgeLink(Protocol):
     def fatal(self, platform: str, reason: str) -> None:
         """The platform refused us for good (revoked token, another poller): stop the daemon
         with a non-zero exit so the service manager shows it. `reason` must hold no secret."""
+        ...
+
+    def keep_running(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        """Run a long-lived loop (a poller, a socket reader) under the bridge's supervision:
+        if `loop()` raises or returns, the exception is logged with `name` and the loop is
+        started again after a backoff; one that keeps failing makes the daemon unhealthy
+        (and withholds systemd's watchdog keep-alives). Names are unique per daemon."""
+        ...
+
+    async def stop_running(self, name: str) -> None:
+        """Stop a loop started with `keep_running` for good (the adapter is stopping)."""
         ...
 
 

@@ -134,7 +134,10 @@ class AgentWorker:
         self._set_state(WorkerState.STOPPED)
 
     def info(self) -> WorkerInfo:
-        return WorkerInfo(self._name, self.state, self.pid, self.restarts, self.last_error,
+        # From the live task, not a flag: a worker whose loop is gone is down, whatever its
+        # state said last.
+        state = self.state if self.alive or self._runner is None else WorkerState.STOPPED
+        return WorkerInfo(self._name, state, self.pid, self.restarts, self.last_error,
                           self.last_pong, self.down_since, self.turns)
 
     @property

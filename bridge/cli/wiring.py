@@ -31,6 +31,7 @@ from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
 from picobridge.store import Store
+from picobridge.supervision import TaskSupervisor
 
 log = logging.getLogger("picobridge.daemon")
 
@@ -46,6 +47,7 @@ class Daemon:
     pool: WorkerPool
     intake: Intake
     adapters: dict[str, Adapter]
+    tasks: TaskSupervisor
     http: HttpServer | None = None
 
 
@@ -68,15 +70,17 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     by_platform = {a.platform: a for a in adapters}
     outbox = Outbox(store, by_platform)
     pool = build_pool(settings)
+    tasks = TaskSupervisor()
     router = Router(store, outbox, by_platform, pool,
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
-                    coalesce=settings.bridge.coalesce)
+                    coalesce=settings.bridge.coalesce, tasks=tasks)
     http = HttpServer(settings.http.listen) if settings.http.listen else None
     commands = Commands(store, router, pool)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
-                    pool, http.app if http else None, tell_after=settings.agent.restart_budget)
-    return Daemon(settings, store, outbox, router, pool, intake, by_platform, http)
+                    pool, http.app if http else None, tell_after=settings.agent.restart_budget,
+                    tasks=tasks)
+    return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, http)
 
 
 def sources(daemon: Daemon) -> Sources:
@@ -91,7 +95,7 @@ def sources(daemon: Daemon) -> Sources:
     return Sources(
         platforms=list(daemon.adapters), workers=daemon.pool.infos, router=daemon.router.stats,
         intake=daemon.intake.stats, outbox=daemon.outbox.stats, store=daemon.store,
-        failing=lambda: (), first_ready=first_ready,
+        failing=daemon.tasks.failing, first_ready=first_ready,
         connections_changed=daemon.intake.connections_changed,
         restart_budget=daemon.settings.agent.restart_budget,
         agent_grace=agent_grace_seconds(daemon.settings.agent.ready_timeout))
@@ -124,6 +128,7 @@ async def stop(daemon: Daemon) -> None:
             log.exception("stopping %s failed", adapter.platform)
     if daemon.http is not None:
         await daemon.http.stop()
+    await daemon.tasks.stop()
 
 
 class Signals:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -21,6 +22,7 @@ from picobridge.core.router import Router
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
 from picobridge.store import Store
+from picobridge.supervision import TaskSupervisor
 
 log = logging.getLogger("picobridge.intake")
 
@@ -32,7 +34,8 @@ MAX_TOLD = 100_000  # chats remembered as told during one outage
 class Intake:
     def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
                  commands: Commands, agents: PoolStatus, app: web.Application | None = None,
-                 *, tell_after: float = float("inf")) -> None:
+                 *, tell_after: float = float("inf"),
+                 tasks: TaskSupervisor | None = None) -> None:
         """A message arriving after no agent worker has been ready for `tell_after` seconds
         gets a notice, once per chat and outage, so its sender knows it waits."""
         self._app = app
@@ -53,6 +56,7 @@ class Intake:
         self._duplicates: dict[str, int] = {}
         self._denied: dict[str, int] = {}
         self._storage = StorageGuard()
+        self._tasks = tasks if tasks is not None else TaskSupervisor()
 
     def stats(self) -> IntakeStats:
         return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
@@ -155,6 +159,12 @@ class Intake:
 
     def http_app(self) -> web.Application | None:
         return self._app
+
+    def keep_running(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        self._tasks.start(name, loop)
+
+    async def stop_running(self, name: str) -> None:
+        await self._tasks.cancel(name)
 
     def fatal(self, platform: str, reason: str) -> None:
         log.critical("platform %s failed for good: %s", platform, reason)
