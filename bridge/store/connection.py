@@ -3,7 +3,7 @@
 One aiosqlite connection does all the writing (SQLite allows one writer anyway); a lock keeps
 one coroutine's multi-statement transaction from interleaving with another's. WAL with
 synchronous=FULL: every commit is on disk before it returns, so what a platform was told we
-received (a Telegram offset, a Slack ack) survives a power cut too, not only a killed daemon.
+received (a polling offset, an event ack) survives a power cut too, not only a killed daemon.
 (With NORMAL the last commits before an OS crash could roll back.) Group commit keeps the cost
 to one sync per batch.
 """
