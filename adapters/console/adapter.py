@@ -115,20 +115,34 @@ class ConsoleAdapter(Adapter):
 
 def _lines_in_thread(stream: IO[bytes]) -> asyncio.Queue[bytes | None]:
     """Read lines in a daemon thread: stdin may be a regular file, which asyncio cannot poll,
-    and a blocked terminal read must not keep the process alive at exit."""
+    and a blocked terminal read must not keep the process alive at exit.
+
+    The thread reads the file descriptor itself (os.read), never the buffered stdin object:
+    a daemon thread blocked inside a buffered read holds that object's lock, and the
+    interpreter aborts at exit ("_enter_buffered_busy") when it finds it held.
+    """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    fd = stream.fileno()
+
+    def put(item: bytes | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+            loop.call_soon_threadsafe(queue.put_nowait, item)
 
     def pump() -> None:
+        pending = b""
         try:
-            # Binary readline splits on b"\n" only, never on U+2028.
-            for line in iter(stream.readline, b""):
-                loop.call_soon_threadsafe(queue.put_nowait, line.rstrip(b"\n"))
-        except (OSError, ValueError):
+            while chunk := os.read(fd, 65536):
+                # Split on b"\n" only, never on U+2028.
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    put(line)
+        except OSError:
             pass
         finally:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+            if pending:
+                put(pending)
+            put(None)
 
     threading.Thread(target=pump, name="console-stdin", daemon=True).start()
     return queue

@@ -71,6 +71,12 @@ class Driver(ABC):
     def running(self) -> frozenset[str]:
         """Sessions with a turn sent and not yet answered."""
 
+    async def on_unreadable(self, head: bytes) -> None:
+        """A line too long to read was skipped; `head` is its first bytes. A driver that can
+        tell it was a turn's answer ends that turn with a Failure (the user is told now rather
+        than after every retry timed out)."""
+        return None
+
     async def abort(self, session: str) -> None:
         """Ask the agent to stop this session's running turn (only when `can_abort`)."""
         raise NotImplementedError

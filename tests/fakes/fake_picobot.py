@@ -14,6 +14,10 @@ Directives are whole words in a message's (attachment-expanded) content: ``#cras
 anything), ``#slow=N``, ``#slow-once=N``, ``#garbage``,
 ``#huge=N``, ``#unicode``, ``#double``, ``#later=N``, ``#stderr``, ``#error``, ``#tool``,
 ``#lone-surrogate`` (the answer carries a lone UTF-16 surrogate as a JSON escape).
+Hostile output: ``#nested=N`` (a line of N nested arrays first), ``#bad-utf8`` (invalid UTF-8
+inside the answer), ``#content-null`` / ``#content-object`` / ``#content-missing``,
+``#orphan-exit`` (once: start a grandchild in a session of its own that keeps our pipes open,
+then exit 3), ``#crash-after=N`` (once: exit 3 after N seconds of work).
 ``#crash``/``#hang`` act as soon as the line is read (even behind a busy turn); the others act
 when the message's turn comes (messages are worked one at a time, in arrival order).
 
@@ -30,6 +34,7 @@ import json
 import os
 import queue
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -271,6 +276,37 @@ class FakeAgent:
                 }
             )
 
+    # -- hostile output -----------------------------------------------------------------------
+
+    def hostile(self, content: str, session: str) -> bool:
+        """Misbehave as asked; True when the turn has been answered (or will never be)."""
+        nested = number_arg(content, "nested")
+        if nested is not None:
+            depth = int(nested)
+            self.emit_bytes(b"[" * depth + b"]" * depth + b"\n")
+        crash_after = number_arg(content, "crash-after")
+        if crash_after is not None and self.first_time("crash-after", content):
+            time.sleep(crash_after)
+            self.exit(3, "crash-after directive")
+        if has_flag(content, "orphan-exit") and self.first_time("orphan-exit", content):
+            orphan = subprocess.Popen(["sleep", "600"], stdout=sys.stdout, stderr=sys.stderr,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+            self.journal({"event": "orphan", "orphan_pid": orphan.pid})
+            self.exit(3, "orphan-exit directive")
+        if has_flag(content, "bad-utf8"):
+            head = json.dumps({"type": "response", "session": session})[:-1]
+            self.emit_bytes(head.encode() + b', "content": "caf\xe9 \xff ok: ' +
+                            content.encode() + b'"}\n')
+            return True
+        for kind, value in (("null", None), ("object", {"a": 1}), ("missing", ...)):
+            if has_flag(content, f"content-{kind}"):
+                record: dict[str, Any] = {"type": "response", "session": session}
+                if value is not ...:
+                    record["content"] = value
+                self.emit(record)
+                return True
+        return False
+
     # -- work ---------------------------------------------------------------------------------
 
     def work_loop(self) -> None:
@@ -313,6 +349,8 @@ class FakeAgent:
 
         if has_flag(content, "error"):
             self.emit({"type": "error", "message": "agent exploded", "code": "agent_error"})
+            return
+        if self.hostile(content, session):
             return
 
         if has_flag(content, "tool"):
