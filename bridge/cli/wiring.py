@@ -36,6 +36,14 @@ from picobridge.supervision import TaskSupervisor
 log = logging.getLogger("picobridge.daemon")
 
 
+class StartupError(Exception):
+    """The daemon cannot start for a reason the operator must fix; one line and an exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 @dataclass
 class Daemon:
     """The assembled bridge, for the lifecycle below and `picobridge chat`."""
@@ -111,7 +119,12 @@ async def start(daemon: Daemon) -> None:
         await adapter.start(daemon.intake)
         log.info("platform %s started", adapter.platform)
     if daemon.http is not None:
-        await daemon.http.start()
+        try:
+            await daemon.http.start()
+        except OSError as exc:  # the port is taken, the host is not ours or not a host
+            reason = exc.strerror or str(exc)
+            raise StartupError(f"http.listen {daemon.settings.http.listen}: {reason}",
+                               exit_codes.CONFIG) from None
 
 
 async def stop(daemon: Daemon) -> None:
