@@ -45,6 +45,9 @@ class Driver(ABC):
     probes_while_busy: ClassVar[bool] = False
     # Whether a running turn can be stopped without restarting the process.
     can_abort: ClassVar[bool] = False
+    # Whether a session can move between processes (the agent keeps it in a file the bridge
+    # names) or lives in the one process that served it (its memory would be lost).
+    sessions_portable: ClassVar[bool] = False
 
     def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
         self._io = io

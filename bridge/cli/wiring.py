@@ -9,7 +9,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,10 +56,12 @@ class Daemon:
     intake: Intake
     adapters: dict[str, Adapter]
     tasks: TaskSupervisor
+    affinity: AffinityRecorder
     http: HttpServer | None = None
 
 
-def build_pool(settings: Settings) -> WorkerPool:
+def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
+               on_assign: Callable[[str, str], None] | None = None) -> WorkerPool:
     agent = settings.agent
     driver = driver_class(agent.protocol)
     if agent.workers:
@@ -71,13 +73,41 @@ def build_pool(settings: Settings) -> WorkerPool:
         workers = [AgentWorker(f"w{i}", agent.command, agent, driver, settings.state_dir)
                    for i in range(1, agent.pool_size + 1)]
         weights = {}
-    return WorkerPool(workers, max_in_flight=agent.max_in_flight, weights=weights)
+    return WorkerPool(workers, max_in_flight=agent.max_in_flight, weights=weights,
+                      portable=driver.sessions_portable, assigned=assigned, on_assign=on_assign)
+
+
+class AffinityRecorder:
+    """Stores each new session-to-worker assignment without holding up the dispatch that
+    made it (losing one to a failed write only costs that session its worker after a
+    restart)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._writes: set[asyncio.Task[None]] = set()
+
+    def __call__(self, session: str, worker: str) -> None:
+        task = asyncio.create_task(self._write(session, worker), name="assign-worker")
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, session: str, worker: str) -> None:
+        try:
+            await self._store.assign_worker(session, worker)
+        except Exception as exc:
+            log.warning("could not store that session %s runs on worker %s (%s)", session,
+                        worker, exc.__class__.__name__)
+
+    async def settle(self) -> None:
+        await asyncio.gather(*self._writes, return_exceptions=True)
 
 
 async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]) -> Daemon:
     by_platform = {a.platform: a for a in adapters}
     outbox = Outbox(store, by_platform)
-    pool = build_pool(settings)
+    await store.forget_ended_assignments()
+    affinity = AffinityRecorder(store)
+    pool = build_pool(settings, await store.worker_assignments(), affinity)
     tasks = TaskSupervisor()
     router = Router(store, outbox, by_platform, pool,
                     turn_timeout=settings.agent.turn_timeout,
@@ -88,7 +118,8 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
                     tasks=tasks)
-    return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, http)
+    return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
+                  http)
 
 
 def sources(daemon: Daemon) -> Sources:
@@ -133,6 +164,7 @@ async def stop(daemon: Daemon) -> None:
     # because delivering needs them.
     await daemon.router.stop(grace)
     await daemon.pool.stop()
+    await daemon.affinity.settle()
     await daemon.outbox.stop(grace)
     for adapter in daemon.adapters.values():
         try:
