@@ -262,6 +262,7 @@ class FakeAgent:
                 return
             with self.busy_lock:
                 self.busy += 1
+            record["_busy"] = True
             self.inbox.put(record)
         else:
             if isinstance(record, dict):
@@ -320,8 +321,14 @@ class FakeAgent:
                 self.journal({"event": "agent_exception", "error": repr(exc)})
                 self.emit({"type": "error", "message": str(exc), "code": "agent_error"})
             finally:
-                with self.busy_lock:
-                    self.busy -= 1
+                self.not_busy(record)
+
+    def not_busy(self, record: dict[str, Any]) -> None:
+        """The message counts as answered once, as soon as its answer is about to leave: a
+        ping read right after the answer is then never taken for one sent while busy."""
+        if record.pop("_busy", None):
+            with self.busy_lock:
+                self.busy -= 1
 
     def process(self, record: dict[str, Any]) -> None:
         content = message_content(record)
@@ -380,6 +387,7 @@ class FakeAgent:
             for junk in GARBAGE_LINES:
                 self.emit_bytes(junk)
         response = {"type": "response", "content": reply, "session": session}
+        self.not_busy(record)
         if has_flag(content, "lone-surrogate"):
             # Valid JSON, but it decodes to a str no UTF-8 encoder accepts.
             response["content"] = reply + " broken \ud800 half"
