@@ -29,7 +29,7 @@ from picobridge.agent.port import (
     WorkerInfo,
     WorkerState,
 )
-from picobridge.agent.process import describe_spawn_error, spawn
+from picobridge.agent.process import describe_spawn_error, spawn, workdir
 from picobridge.config.sections import AgentSettings
 
 log = logging.getLogger("picobridge.agent")
@@ -185,8 +185,8 @@ class AgentWorker:
     async def _one_process(self) -> tuple[str, float | None]:
         """Run one agent process until it ends; returns why, and when it became ready."""
         try:
-            process = await spawn(self._command, cwd=self._settings.workdir,
-                                  env=self._settings.env)
+            cwd = await asyncio.to_thread(workdir, self._settings, self._state_dir)
+            process = await spawn(self._command, cwd=cwd, env=self._settings.env)
         except OSError as exc:
             reason = describe_spawn_error(self._command, exc)
             log.error("worker %s: %s", self._name, reason)
