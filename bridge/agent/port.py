@@ -99,6 +99,11 @@ class Worker(Protocol):
         else restart the process."""
         ...
 
+    @property
+    def can_abort(self) -> bool:
+        """Whether a turn can be stopped without restarting the agent (the protocol allows)."""
+        ...
+
 
 class AgentListener(Protocol):
     """What workers report to the router."""

@@ -103,6 +103,10 @@ class AgentWorker:
         if self._child is not None:
             self._child.kill(reason)
 
+    @property
+    def can_abort(self) -> bool:
+        return self._driver_class.can_abort
+
     def cancel_turn(self, session: str, reason: str) -> None:
         child = self._child
         if child is None:

@@ -134,6 +134,16 @@ class Router:
         self._lanes.forget_if_idle(lane)
         return len(ids)
 
+    def stop_turn(self, chat: ChatRef) -> bool:
+        """Ask the agent to stop the chat's running turn, where its protocol can do that
+        without a restart (one person's /stop must not restart everyone's agent)."""
+        lane = self._lanes.get(chat.key)
+        turn = lane.turn if lane is not None else None
+        if turn is None or not turn.sent or not turn.worker.can_abort:
+            return False
+        turn.worker.cancel_turn(turn.session, f"/stop in chat {chat.key}")
+        return True
+
     def status(self, chat: ChatRef) -> ChatStatus:
         lane = self._lanes.get(chat.key)
         if lane is None:
