@@ -81,6 +81,8 @@ class AgentSettings(Section):
 class BridgeSettings(Section):
     coalesce: bool = True
     max_attempts: PositiveInt = 3
+    # Seconds a question of the agent (prime-rpc dialogs) waits for an answer.
+    dialog_timeout: PositiveFloat = 300.0
 
 
 class AttachmentSettings(Section):

@@ -14,7 +14,7 @@ import getpass
 import os
 import threading
 import time
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from picobridge.contract import (
     Adapter,
@@ -50,6 +50,7 @@ class ConsoleAdapter(Adapter):
         self._reader: asyncio.Task[None] | None = None
         self.input_done = asyncio.Event()
         self.reply_printed = asyncio.Event()
+        self._asking = asyncio.Event()
         # Set by `picobridge chat` once the agent is up, so the first /status is truthful and
         # a broken agent command is reported instead of waited on.
         self.may_read = asyncio.Event()
@@ -73,6 +74,8 @@ class ConsoleAdapter(Adapter):
             future = self._answered.pop(message_id, None)
             if future is not None and not future.done():
                 future.set_result(None)
+        if reply.kind is ReplyKind.QUESTION:
+            self._asking.set()  # the next line read is the answer
         self.reply_printed.set()
 
     async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
@@ -87,6 +90,7 @@ class ConsoleAdapter(Adapter):
         await self.may_read.wait()
         lines = _lines_in_thread(self._stdin)
         count = 0
+        outstanding: list[asyncio.Future[None]] = []
         try:
             while True:
                 if self._interactive:
@@ -108,9 +112,27 @@ class ConsoleAdapter(Adapter):
                 if result is not SubmitResult.ACCEPTED and result is not SubmitResult.COMMAND:
                     self._answered.pop(message_id, None)
                 elif not self._interactive:
-                    await waiter
+                    outstanding.append(waiter)
+                    await self._until_answered_or_asked(outstanding)
         finally:
             self.input_done.set()
+
+    async def _until_answered_or_asked(self, outstanding: list[asyncio.Future[None]]) -> None:
+        """Piped input: the next line waits for the answers to the earlier ones, unless the
+        agent asks a question meanwhile, which the next line answers."""
+        while True:
+            outstanding[:] = [f for f in outstanding if not f.done()]
+            if not outstanding:
+                return
+            asked: asyncio.Future[Any] = asyncio.ensure_future(self._asking.wait())
+            waits: list[asyncio.Future[Any]] = [*outstanding, asked]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                asked.cancel()
+            if self._asking.is_set():
+                self._asking.clear()
+                return
 
 
 def _lines_in_thread(stream: IO[bytes]) -> asyncio.Queue[bytes | None]:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 
 from picobridge.agent.port import AgentEvent, AgentRequest
 from picobridge.config.sections import AgentSettings
+from picobridge.contract import DialogAnswer
 
 
 class DriverIO(Protocol):
@@ -79,6 +80,10 @@ class Driver(ABC):
         tell it was a turn's answer ends that turn with a Failure (the user is told now rather
         than after every retry timed out)."""
         return None
+
+    async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
+        """Send the person's answer to a DialogRequest this driver emitted."""
+        raise NotImplementedError(f"{self.protocol} has no dialogs")
 
     async def abort(self, session: str) -> None:
         """Ask the agent to stop this session's running turn (only when `can_abort`)."""

@@ -31,6 +31,7 @@ from picobridge.agent.port import (
 )
 from picobridge.agent.process import describe_spawn_error, spawn, workdir
 from picobridge.config.sections import AgentSettings
+from picobridge.contract import DialogAnswer
 
 log = logging.getLogger("picobridge.agent")
 
@@ -106,6 +107,15 @@ class AgentWorker:
     @property
     def can_abort(self) -> bool:
         return self._driver_class.can_abort
+
+    async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
+        child = self._child
+        if child is None:
+            return  # the agent that asked is gone; its turn runs again and may ask again
+        try:
+            await child.driver.answer_dialog(request_id, answer)
+        except (TimeoutError, OSError) as exc:
+            self.restart(f"cannot write to agent: {exc.__class__.__name__}")
 
     def cancel_turn(self, session: str, reason: str) -> None:
         child = self._child

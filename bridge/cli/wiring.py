@@ -22,6 +22,7 @@ from picobridge.config.settings import Settings
 from picobridge.contract import Adapter
 from picobridge.core.access import AccessPolicy
 from picobridge.core.commands import Commands
+from picobridge.core.dialogs import Dialogs
 from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
@@ -109,15 +110,16 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     affinity = AffinityRecorder(store)
     pool = build_pool(settings, await store.worker_assignments(), affinity)
     tasks = TaskSupervisor()
+    dialogs = Dialogs(store, outbox, settings.bridge.dialog_timeout)
     router = Router(store, outbox, by_platform, pool,
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
-                    coalesce=settings.bridge.coalesce, tasks=tasks)
+                    coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs)
     http = HttpServer(settings.http.listen) if settings.http.listen else None
     commands = Commands(store, router, pool)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
-                    tasks=tasks)
+                    tasks=tasks, dialogs=dialogs)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http)
 

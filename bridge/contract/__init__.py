@@ -15,6 +15,11 @@ from picobridge.contract.commands import (
     BridgeCommand,
     listed_commands,
 )
+from picobridge.contract.dialogs import (
+    Dialog,
+    DialogAnswer,
+    DialogKind,
+)
 from picobridge.contract.errors import (
     DeliveryError,
     StorageUnavailable,
@@ -46,6 +51,9 @@ __all__ = [
     "BridgeLink",
     "ChatRef",
     "DeliveryError",
+    "Dialog",
+    "DialogAnswer",
+    "DialogKind",
     "InboundMessage",
     "Outcome",
     "OutgoingReply",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
+from picobridge.contract.dialogs import DialogAnswer
 from picobridge.contract.messages import ChatRef, InboundMessage, SubmitResult
 
 if TYPE_CHECKING:
@@ -56,6 +57,13 @@ class BridgeLink(Protocol):
         if `loop()` raises or returns, the exception is logged with `name` and the loop is
         started again after a backoff; one that keeps failing makes the daemon unhealthy
         (and withholds systemd's watchdog keep-alives). Names are unique per daemon."""
+        ...
+
+    async def answer_dialog(self, dialog_id: str, chat: ChatRef, user_id: str,
+                            answer: DialogAnswer) -> str | None:
+        """A person answered a question with a button. Returns the answer as the question
+        should now show it (buttons off), or None when it does not count: the question is
+        closed or unknown, was asked in another chat, or the person is not allowed."""
         ...
 
     async def stop_running(self, name: str) -> None:

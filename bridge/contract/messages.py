@@ -5,7 +5,10 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from picobridge.contract.dialogs import Dialog
 
 _KEY_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -100,6 +103,7 @@ class ReplyKind(enum.StrEnum):
     UNSOLICITED = "unsolicited"  # an agent response with no turn in flight (scheduled jobs)
     NOTICE = "notice"  # a bridge message: command replies, access notices
     ERROR = "error"  # the turn failed; the user must be told
+    QUESTION = "question"  # the agent asks the person something (`OutgoingReply.dialog`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,8 @@ class OutgoingReply:
     # The reply's id in the store's outbox, stable across retries and restarts: what an
     # adapter keys the progress of a reply sent in several parts on. None outside the outbox.
     outbox_id: int | None = None
+    # For a QUESTION: what is asked, so a platform with buttons can offer them.
+    dialog: Dialog | None = None
 
 
 class ProgressKind(enum.StrEnum):

@@ -10,6 +10,7 @@ then logged and dropped rather than pinned on the wrong chat).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from typing import Any, ClassVar
@@ -156,8 +157,4 @@ class PicobotDriver(Driver):
 
 
 def _stamped(event: AgentEvent, session: str) -> AgentEvent:
-    if isinstance(event, Reply):
-        return Reply(session, event.text)
-    if isinstance(event, Progress):
-        return Progress(session, event.kind, event.text, event.tool)
-    return Failure(session, event.message, event.code)
+    return dataclasses.replace(event, session=session)

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
-from picobridge.agent.port import AgentRequest, Failure, Progress, Reply
-from picobridge.contract import Attachment
+from picobridge.agent.port import AgentRequest, DialogRequest, Failure, Progress, Reply
+from picobridge.contract import Attachment, DialogAnswer, DialogKind
 
 log = logging.getLogger("picobridge.agent")
 
@@ -101,6 +101,16 @@ class PrimeRpcDriver(Driver):
         except BaseException:
             self._turn = None
             raise
+
+    async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
+        response: dict[str, Any] = {"type": "extension_ui_response", "id": request_id}
+        if answer.cancelled:
+            response["cancelled"] = True
+        elif answer.confirmed is not None:
+            response["confirmed"] = answer.confirmed
+        else:
+            response["value"] = answer.value or ""
+        await self._io.write(response)
 
     async def abort(self, session: str) -> None:
         if self._turn == session:
@@ -230,13 +240,35 @@ class PrimeRpcDriver(Driver):
             if self._turn is not None and isinstance(message, str):
                 await self._emit(Progress(self._turn, "status", message))
             return
-        if isinstance(ui_id, str):
-            # Dialogs (select, confirm, input, editor) need a person to answer them; without
-            # one the extension hears "cancelled" at once instead of blocking the turn.
-            log.info("worker %s: agent dialog %s cancelled: nobody to ask", self._context.worker,
-                     method)
+        if not isinstance(ui_id, str):
+            return
+        request = _dialog(self._turn, ui_id, method, record)
+        if request is None:
+            # Nobody to ask (no turn runs) or a kind of dialog unknown here: the extension hears
+            # "cancelled" at once rather than blocking its agent.
+            log.info("worker %s: agent dialog %s cancelled: nobody to ask",
+                     self._context.worker, method)
             await self._io.write({"type": "extension_ui_response", "id": ui_id,
                                   "cancelled": True})
+            return
+        await self._emit(request)
+
+
+def _dialog(session: str | None, ui_id: str, method: Any,
+            record: dict[str, Any]) -> DialogRequest | None:
+    if session is None or method not in {k.value for k in DialogKind}:
+        return None
+
+    def text(key: str) -> str:
+        value = record.get(key)
+        return value if isinstance(value, str) else ""
+
+    options = record.get("options")
+    timeout = record.get("timeout")
+    return DialogRequest(
+        session, ui_id, DialogKind(method), text("title"), text("message") or text("placeholder"),
+        tuple(str(o) for o in options) if isinstance(options, list) else (), text("prefill"),
+        timeout / 1000 if isinstance(timeout, int | float) and timeout > 0 else None)
 
 
 def _progress(kind: Any, record: dict[str, Any]) -> tuple[str, str, str] | None:
