@@ -7,11 +7,14 @@ worker; an agent that keeps it in a file the bridge names (prime-rpc) can pick i
 so the session moves to the free worker (`Driver.sessions_portable`). A new session, or one
 whose worker is down, goes to the ready worker with the most free room (turns in flight
 against `max_in_flight`, times its weight) and stays there; assignments are handed to
-`on_assign` to be stored, so they survive a daemon restart.
+`on_assign` to be stored, so they survive a daemon restart. A worker still in its first
+start of this run is not down: its sessions wait for it (bounded by `ready_timeout`; when
+that start fails, they move).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
@@ -50,8 +53,9 @@ class WorkerPool:
             worker.start(listener)
 
     async def stop(self) -> None:
-        for worker in self._workers:
-            await worker.stop()
+        # Together: each stop may wait out a wedged agent (shutdown_timeout, then SIGTERM), and
+        # one after another that wait would add up over the pool.
+        await asyncio.gather(*(worker.stop() for worker in self._workers))
 
     def place(self, session: str, busy: Mapping[str, int]) -> AgentWorker | None:
         name = self._assigned.get(session)
@@ -61,6 +65,9 @@ class WorkerPool:
                 return current
             if not self._portable:
                 return None  # its conversation lives in that process: wait for it
+        elif current is not None and current.state is WorkerState.STARTING \
+                and current.first_start_pending:
+            return None  # the daemon just started: its worker is coming up, not down
         chosen = self._roomiest(busy)
         if chosen is not None and chosen is not current:
             if current is not None:

@@ -87,6 +87,11 @@ class AgentWorker:
         return self.state is WorkerState.READY
 
     @property
+    def first_start_pending(self) -> bool:
+        """No process of this worker has been ready yet and none has failed to start."""
+        return not self.first_ready.is_set() and self.start_failures == 0
+
+    @property
     def pid(self) -> int | None:
         return self._child.pid if self._child is not None else None
 

@@ -179,6 +179,7 @@ class Router:
         self._wake.set()
 
     async def worker_lost(self, worker: Worker, reason: str) -> None:
+        self._wake.set()  # sessions waiting for this worker's first start may move now
         # First, synchronously, every lost turn ends and its messages go back to the front of
         # their lane: awaiting anything before would let a turn of the same chat end in
         # between and forget the lane these messages belong to.

@@ -23,7 +23,9 @@ when the message's turn comes (messages are worked one at a time, in arrival ord
 
 State under DIR: ``sessions.json`` (user contents per session), ``seen.json`` (contents that
 already fired a ``-once`` directive) and ``journal.ndjson`` (one line per received record and
-per start/exit, written before the record is acted on).
+per start/exit/SIGTERM, written before the record is acted on, and an ``answer`` event just
+before a message's response or error record is written: agents sharing DIR append to one
+file, so the order of receipts and answers across them can be read from it).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -178,11 +181,27 @@ class FakeAgent:
             self.out_lock.release()
         os._exit(code)
 
+    def terminated(self) -> None:
+        """SIGTERM: noted in the journal, then the default action (death by the signal)."""
+        # Not through journal(): the interrupted thread may hold its lock. One O_APPEND write.
+        if self.journal_on:
+            entry = {"t": time.time(), "pid": os.getpid(), "event": "signal", "signal": "SIGTERM"}
+            with contextlib.suppress(OSError):
+                fd = os.open(self.state / "journal.ndjson", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                os.write(fd, (json.dumps(entry) + "\n").encode())
+                os.close(fd)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
     # -- state --------------------------------------------------------------------------------
 
     def first_time(self, directive: str, content: str) -> bool:
         key = f"{directive}\x00{content}"
         with self.seen_lock:
+            # Agents of a pool share DIR: what another one has seen counts too.
+            on_disk = load_json(self.state / "seen.json", [])
+            if isinstance(on_disk, list):
+                self.seen.extend(k for k in on_disk if k not in self.seen)
             if key in self.seen:
                 return False
             self.seen.append(key)
@@ -355,6 +374,7 @@ class FakeAgent:
             time.sleep(delay)
 
         if has_flag(content, "error"):
+            self.journal({"event": "answer", "session": key})
             self.emit({"type": "error", "message": "agent exploded", "code": "agent_error"})
             return
         if self.hostile(content, session):
@@ -387,6 +407,7 @@ class FakeAgent:
             for junk in GARBAGE_LINES:
                 self.emit_bytes(junk)
         response = {"type": "response", "content": reply, "session": session}
+        self.journal({"event": "answer", "session": key})
         self.not_busy(record)
         if has_flag(content, "lone-surrogate"):
             # Valid JSON, but it decodes to a str no UTF-8 encoder accepts.
@@ -440,6 +461,7 @@ def main(argv: list[str] | None = None) -> None:
                                      "CREDENTIALS_DIRECTORY")))
     starts_before = agent.count_starts()
     agent.journal({"event": "start", "argv": sys.argv[1:], "env": leaked})
+    signal.signal(signal.SIGTERM, lambda *_: agent.terminated())
     if args.startup_stderr:
         for i in range(5):
             sys.stderr.write(f"fake picobot: startup log line {i}\n")
