@@ -20,12 +20,13 @@ async def _ignore(event: AgentEvent) -> None:
 
 
 async def probe_agent(command: Sequence[str], settings: AgentSettings,
-                      driver_class: type[Driver], state_dir: Path, name: str = "check") -> str:
+                      driver_class: type[Driver], state_dir: Path, name: str = "check",
+                      origin: str = "agent.command") -> str:
     try:
         cwd = await asyncio.to_thread(workdir, settings, state_dir)
         process = await spawn(command, cwd=cwd, env=settings.env)
     except OSError as exc:
-        raise RuntimeError(describe_spawn_error(command, exc)) from None
+        raise RuntimeError(describe_spawn_error(command, exc, origin)) from None
     process.write_timeout = settings.ping_timeout
     stderr_tail: list[str] = []
 

@@ -52,11 +52,13 @@ def workdir(settings: AgentSettings, state_dir: Path) -> Path:
     return path
 
 
-def describe_spawn_error(command: Sequence[str], exc: OSError) -> str:
+def describe_spawn_error(command: Sequence[str], exc: OSError,
+                         origin: str = "agent.command") -> str:
+    """`origin` names the setting the command came from, for the operator to fix."""
     if isinstance(exc, FileNotFoundError):
-        return f"agent command not found: {command[0]!r} (agent.command)"
+        return f"agent command not found: {command[0]!r} ({origin})"
     if isinstance(exc, PermissionError):
-        return f"agent command not executable: {command[0]!r} (agent.command)"
+        return f"agent command not executable: {command[0]!r} ({origin})"
     return f"cannot start agent {command[0]!r}: {exc.strerror or exc}"
 
 

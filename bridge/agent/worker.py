@@ -52,8 +52,10 @@ def backoff_delay(failures: int) -> float:
 class AgentWorker:
     def __init__(self, name: str, command: Sequence[str], settings: AgentSettings,
                  driver_class: type[Driver], state_dir: Path,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 origin: str = "agent.command") -> None:
         self._name = name
+        self._origin = origin
         self._command = list(command)
         self._settings = settings
         self._driver_class = driver_class
@@ -207,7 +209,7 @@ class AgentWorker:
             cwd = await asyncio.to_thread(workdir, self._settings, self._state_dir)
             process = await spawn(self._command, cwd=cwd, env=self._settings.env)
         except OSError as exc:
-            reason = describe_spawn_error(self._command, exc)
+            reason = describe_spawn_error(self._command, exc, self._origin)
             log.error("worker %s: %s", self._name, reason)
             return reason, None
         process.write_timeout = self._settings.ping_timeout

@@ -66,7 +66,8 @@ def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
     agent = settings.agent
     driver = driver_class(agent.protocol)
     if agent.workers:
-        workers = [AgentWorker(w.name or f"w{i}", w.command, agent, driver, settings.state_dir)
+        workers = [AgentWorker(w.name or f"w{i}", w.command, agent, driver, settings.state_dir,
+                               origin=f"agent.workers[{i - 1}].command")
                    for i, w in enumerate(agent.workers, 1)]
         weights = {worker.name: w.weight for worker, w in zip(workers, agent.workers,
                                                               strict=True)}
