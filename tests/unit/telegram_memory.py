@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,10 @@ class MemoryBridge:
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: int = 0
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    # keep_running's loops, and what ended each of them (like the daemon's supervisor, which
+    # starts a loop again after it raised or returned).
+    loops: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    loop_endings: list[tuple[str, BaseException | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.gate.set()
@@ -74,3 +79,23 @@ class MemoryBridge:
     def fatal(self, platform: str, reason: str) -> None:
         self.fatal_reasons.append(reason)
         asyncio.get_running_loop().create_task(self._notify())
+
+    def keep_running(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        assert name not in self.loops, f"{name} already runs"
+        self.loops[name] = asyncio.get_running_loop().create_task(self._keep(name, loop))
+
+    async def _keep(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await loop()
+                self.loop_endings.append((name, None))
+            except Exception as exc:
+                self.loop_endings.append((name, exc))
+            await self._notify()
+            await asyncio.sleep(0.05)
+
+    async def stop_running(self, name: str) -> None:
+        task = self.loops.pop(name, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
