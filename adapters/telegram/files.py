@@ -52,8 +52,7 @@ class Fetcher:
                         "without it", ref.kind, limit)
             raise AttachmentRefused(
                 f"I could not fetch the file {ref.name!r} from Telegram (no answer within "
-                f"{limit:.0f} s), so your message reached the agent without it. Please send "
-                f"the file again.") from None
+                f"{limit:g} s). Please send it again.") from None
         return await self._storage.run("saving a received file", lambda: self._save(ref, data))
 
     async def _download(self, ref: MediaRef) -> bytes:
