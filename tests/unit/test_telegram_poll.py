@@ -170,6 +170,21 @@ async def refused_for_good(rig: Rig) -> str:
     return reason
 
 
+async def test_a_store_that_cannot_write_holds_the_update_unconfirmed(rig: Rig) -> None:
+    fake, bridge = rig.fake, rig.bridge
+    bridge.unavailable = "database is locked"
+    update = fake.user_message(USER, USER, "hold me")
+    await bridge.wait_for(lambda: bridge.refused >= 3, "three refused submits")
+    polls = len(fake.calls_to("getUpdates"))
+    await fake.wait_for_call("getUpdates", count=polls + 2)
+    assert fake.confirmed_offset <= update["update_id"] and bridge.submitted == []
+    assert not rig.task.done()
+    bridge.unavailable = None
+    await bridge.wait_for(lambda: len(bridge.submitted) == 1, "the held message stored")
+    await fake.wait_until_confirmed(update["update_id"])
+    assert [m.text for m in bridge.submitted] == ["hold me"]
+
+
 async def test_revoked_token_is_fatal(rig: Rig) -> None:
     rig.fake.revoke(rig.fake.token)
     rig.fake.user_message(USER, USER, "end the long poll")
