@@ -173,7 +173,9 @@ class Outbox:
                 await self._store.mark_sent(reply.id)
                 return
             except (sqlite3.Error, StoreError, OSError) as exc:
-                log.warning("reply %d to %s delivered but not yet marked sent (%s); retry in "
-                            "%.1fs", reply.id, reply.chat.key, exc, delay)
+                # Once per reply: the store's outage itself is logged where it is noticed.
+                level = logging.WARNING if delay == 0.5 else logging.DEBUG
+                log.log(level, "reply %d to %s delivered but not yet marked sent (%s); "
+                        "retry in %.1fs", reply.id, reply.chat.key, exc, delay)
             await asyncio.sleep(delay)
             delay = min(MARK_RETRY_CAP, delay * 2)
