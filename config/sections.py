@@ -89,6 +89,8 @@ class AttachmentSettings(Section):
     inline_max_bytes: PositiveInt = 256 * 1024
     max_bytes: PositiveInt = 20 * 1024 * 1024
     retention_days: PositiveInt = 30
+    # Seconds one received file may take to fetch, retries included; then its sender is told.
+    download_timeout: PositiveFloat = 60.0
 
 
 class HttpSettings(Section):

@@ -57,6 +57,11 @@ class AttachmentPolicy:
     def max_bytes(self) -> int:
         return self._settings.max_bytes
 
+    @property
+    def download_timeout(self) -> float:
+        """Seconds one file may take to fetch, retries included (attachments.download_timeout)."""
+        return self._settings.download_timeout
+
     def check_size(self, name: str, size: int | None, platform_limit: int | None = None) -> None:
         """Refuse before downloading when the size is known to be over a limit."""
         if size is None:

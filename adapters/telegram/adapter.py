@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from telegram import Bot, BotCommand, Update
-from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import AIORateLimiter, ExtBot
 from telegram.request import BaseRequest, HTTPXRequest
 
@@ -28,9 +29,12 @@ from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.http import AiohttpRequest
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
 from picobridge.adapters.telegram.normalise import ALLOWED_UPDATES, PLATFORM, BotIdentity
-from picobridge.adapters.telegram.poll import Poller, WebhookReceiver
+from picobridge.adapters.telegram.parse import UNREADABLE
+from picobridge.adapters.telegram.poll import Poller
 from picobridge.adapters.telegram.progress import ProgressDisplay
 from picobridge.adapters.telegram.send import Sender
+from picobridge.adapters.telegram.storage import StorageWait
+from picobridge.adapters.telegram.webhook import WebhookReceiver
 from picobridge.contract import (
     BRIDGE_COMMANDS,
     Adapter,
@@ -57,6 +61,9 @@ COMMANDS: tuple[tuple[str, str], ...] = tuple(
 # Every bridge command, listed or not: a group message that is one of them is for the bot.
 COMMAND_NAMES = tuple(c.name for c in BRIDGE_COMMANDS)
 READY_WAIT = 30.0
+# The name of the adapter's main loop (connecting, then polling or serving the webhook) under
+# the daemon's supervision.
+MAIN_LOOP = "telegram-updates"
 REVOKED = ("Telegram refused the bot token (401 Unauthorized): it is wrong or was revoked. "
            "Get the current token from @BotFather and set telegram.token.")
 
@@ -80,6 +87,9 @@ class TelegramAdapter(Adapter):
         assert cfg.token is not None
         self._cfg = cfg
         self._token = cfg.token.get_secret_value()
+        # Case-insensitive: python-telegram-bot lowers the case of error descriptions, and a
+        # token echoed in one is still the token.
+        self._token_pattern = re.compile(re.escape(self._token), re.IGNORECASE)
         self._policy = AttachmentPolicy(settings.attachments, settings.media_dir)
         self._typing_cap = settings.agent.turn_timeout + 60
         self._ready = asyncio.Event()
@@ -94,12 +104,13 @@ class TelegramAdapter(Adapter):
         self._dispatcher = Dispatcher(self._handle)
         self._tasks = TaskSet(log)
         self._webhook_up = False
+        self._running = False
         _quiet_library_logs()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._token, "[token]")
+        return self._token_pattern.sub("[token]", text)
 
     def _request(self, pool_size: int, *, read: float = 20.0, write: float = 30.0,
                  connect: float = 10.0, pool: float = 10.0,
@@ -153,10 +164,16 @@ class TelegramAdapter(Adapter):
             receiver = WebhookReceiver(self._dispatcher, self._webhook_secret(),
                                        lambda: bot if self._ready.is_set() else None)
             app.router.add_post(self._cfg.webhook_path, receiver.handle)
-        self._tasks.spawn(self._run(bridge, bot), name="telegram-main")
+        # Supervised: whatever ends the loop is logged and the loop starts again (it goes on
+        # where it was), and one that keeps failing makes the daemon unhealthy.
+        bridge.keep_running(MAIN_LOOP, self._run)
+        self._running = True
         self._tasks.spawn(self._policy.cleanup_forever(), name="telegram-media-cleanup")
 
     async def stop(self) -> None:
+        if self._running and self._bridge is not None:
+            self._running = False
+            await self._bridge.stop_running(MAIN_LOOP)
         await self._tasks.close()
         await self._dispatcher.close()
         if self._progress is not None:
@@ -174,29 +191,38 @@ class TelegramAdapter(Adapter):
         if self._bridge is not None:
             self._bridge.connection_changed(PLATFORM, False)
 
-    async def _run(self, bridge: BridgeLink, bot: ExtBot[Any]) -> None:
+    async def _run(self) -> None:
+        bridge, bot = self._bridge, self._bot
+        assert bridge is not None and bot is not None
+        if self._pipeline is None and not await self._set_up(bridge, bot):
+            await asyncio.Event().wait()  # refused for good: the daemon is stopping
+        if self._cfg.mode == "webhook":
+            if not self._webhook_up:
+                await self._set_webhook(bridge, bot)
+            await asyncio.Event().wait()
+        if self._poller is None:
+            await self._drop_webhook(bot)
+            assert self._poll_request is not None
+            self._poller = Poller(
+                bot, self._poll_request, self._dispatcher, bridge,
+                poll_timeout=self._cfg.poll_timeout, stall_timeout=self._cfg.stall_timeout,
+                fatal=lambda reason: bridge.fatal(PLATFORM, reason), scrub=self._scrub)
+        await self._poller.run()
+
+    async def _set_up(self, bridge: BridgeLink, bot: ExtBot[Any]) -> bool:
         identity = await self._connect(bridge, bot)
         if identity is None:
-            return
-        assert self._sender is not None and self._poll_request is not None
+            return False
+        assert self._sender is not None
+        # Polling holds an update whose commit the store refuses and offers it again; a
+        # webhook answers 503 and Telegram sends it again.
+        storage = StorageWait(hold=self._cfg.mode == "polling")
         self._pipeline = Pipeline(bot, bridge, self._policy, identity, self._sender.notice,
-                                  COMMAND_NAMES, self._scrub)
+                                  COMMAND_NAMES, self._scrub, storage=storage)
         self._ready.set()
         log.info("connected to Telegram as @%s (%s mode)", identity.username, self._cfg.mode)
-        commands = self._tasks.spawn(self._register_commands(bot), name="telegram-commands")
-        try:
-            if self._cfg.mode == "webhook":
-                await self._set_webhook(bridge, bot)
-                await asyncio.Event().wait()
-            else:
-                await self._drop_webhook(bot)
-                self._poller = Poller(
-                    bot, self._poll_request, self._dispatcher, bridge,
-                    poll_timeout=self._cfg.poll_timeout, stall_timeout=self._cfg.stall_timeout,
-                    fatal=lambda reason: bridge.fatal(PLATFORM, reason), scrub=self._scrub)
-                await self._poller.run()
-        finally:
-            commands.cancel()
+        self._tasks.spawn(self._register_commands(bot), name="telegram-commands")
+        return True
 
     async def _connect(self, bridge: BridgeLink, bot: ExtBot[Any]) -> BotIdentity | None:
         backoff = Backoff()
@@ -217,6 +243,10 @@ class TelegramAdapter(Adapter):
                 log.warning("cannot reach Telegram (%s); retrying in %.0fs",
                             self._scrub(f"{exc.__class__.__name__}: {exc}"), backoff.delay)
                 await backoff.wait()
+            except UNREADABLE as exc:
+                log.warning("Telegram answered getMe with something that is not a bot (%s); "
+                            "retrying in %.0fs", exc.__class__.__name__, backoff.delay)
+                await backoff.wait()
 
     async def _register_commands(self, bot: ExtBot[Any]) -> None:
         # setMyCommands is rate limited hard; a daemon restarting in a loop must not call it.
@@ -229,16 +259,32 @@ class TelegramAdapter(Adapter):
             log.info("bot commands registered")
         except TelegramError as exc:
             log.warning("could not register the bot's commands: %s", self._scrub(str(exc)))
+        except UNREADABLE as exc:
+            log.warning("could not register the bot's commands: an answer of the wrong shape "
+                        "(%s)", exc.__class__.__name__)
 
     async def _drop_webhook(self, bot: ExtBot[Any]) -> None:
-        # getUpdates is refused while a webhook is set (e.g. after switching modes).
-        try:
-            info = await bot.get_webhook_info()
-            if info.url:
-                log.warning("removing the bot's webhook to receive updates by polling")
-                await bot.delete_webhook(drop_pending_updates=False)
-        except TelegramError as exc:
-            log.warning("could not check the bot's webhook: %s", self._scrub(str(exc)))
+        # getUpdates is refused while a webhook is set (e.g. after switching modes): a 409
+        # that would stop the daemon. So the answer must be understood before polling.
+        backoff = Backoff()
+        while True:
+            try:
+                info = await bot.get_webhook_info()
+                if info.url:
+                    log.warning("removing the bot's webhook to receive updates by polling")
+                    await bot.delete_webhook(drop_pending_updates=False)
+                return
+            except TelegramError as exc:
+                check_cancelled()
+                if isinstance(exc, BadRequest) or not isinstance(exc, NetworkError):
+                    log.warning("could not check the bot's webhook: %s", self._scrub(str(exc)))
+                    return
+                reason = self._scrub(f"{exc.__class__.__name__}: {exc}")
+            except UNREADABLE as exc:
+                reason = f"an answer that is not webhook info ({exc.__class__.__name__})"
+            log.warning("checking the bot's webhook failed (%s); retrying in %.0fs", reason,
+                        backoff.delay)
+            await backoff.wait()
 
     def _webhook_secret(self) -> str:
         if self._cfg.webhook_secret is not None:
@@ -311,9 +357,12 @@ class TelegramAdapter(Adapter):
                 raise RuntimeError("Telegram refused the bot token (401 Unauthorized)") from None
             except TelegramError as exc:
                 raise RuntimeError(f"cannot reach Telegram: {self._scrub(str(exc))}") from None
+            except UNREADABLE as exc:
+                raise RuntimeError(f"Telegram's answer to getMe is not a bot "
+                                   f"({exc.__class__.__name__})") from None
             me = bot.bot
             text = f"bot @{me.username} ({me.first_name}), {self._cfg.mode} mode"
-            with contextlib.suppress(TelegramError):
+            with contextlib.suppress(TelegramError, *UNREADABLE):
                 hook = (await bot.get_webhook_info()).url
                 if self._cfg.mode == "polling" and hook:
                     text += "; a webhook is set and will be removed on start"

@@ -1,10 +1,12 @@
 """From Telegram updates to committed bridge messages.
 
 `Pipeline` handles one update (or one album): decides whether it is for the bot, downloads
-its files and submits it; it returns only after the bridge committed it. `Dispatcher` runs
-pipelines concurrently across chats but in order within a chat, and gathers the parts of an
-album (one update per photo, all with one media_group_id) into one message. Polling and
-webhooks both feed the dispatcher and confirm an update to Telegram only once its task is done.
+its files and submits it; it returns only after the bridge committed it, or once it gave the
+update up (malformed, or failing the same way again and again: logged, never with content).
+`Dispatcher` runs pipelines concurrently across chats but in order within a chat, and gathers
+the parts of an album (one update per photo, all with one media_group_id) into one message.
+Polling and webhooks both feed the dispatcher and confirm an update to Telegram only once its
+task is done.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from telegram import Bot, Message, Update
-from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram import Bot, Message, Update, User
 
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
+from picobridge.adapters.common.backoff import Backoff
 from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.errors import check_cancelled
+from picobridge.adapters.telegram.files import Fetcher
 from picobridge.adapters.telegram.normalise import (
     PLATFORM,
     BotIdentity,
@@ -35,37 +38,83 @@ from picobridge.adapters.telegram.normalise import (
     sender,
     unsupported_kind,
 )
-from picobridge.contract import Attachment, BridgeLink, ChatRef, InboundMessage
+from picobridge.adapters.telegram.parse import Malformed, describe_failure
+from picobridge.adapters.telegram.storage import StorageWait
+from picobridge.contract import Attachment, BridgeLink, ChatRef, InboundMessage, StorageUnavailable
 
 log = logging.getLogger("picobridge.telegram")
 
-# Bots may download at most 20 MB through getFile, whatever attachments.max_bytes says.
-DOWNLOAD_LIMIT = 20 * 1024 * 1024
 # Telegram posts the parts of an album as separate updates within a moment of each other.
 ALBUM_WAIT = 1.0
+# An update whose handling keeps failing for another reason than storage (a bug, content the
+# bridge cannot cope with) is given up after this many tries, so that it cannot hold its
+# chat's later messages for ever; its sender is told in a private chat.
+MAX_HANDLER_FAILURES = 5
+LOST_TEXT = ("⚠️ I could not take this message (an error on my side); it did not reach the "
+             "agent. Please send it again, perhaps in another form.")
 
 Notify = Callable[[ChatRef, str | None, str], Awaitable[None]]
 Scrub = Callable[[str], str]
 
 
 class IntakeRetry(Exception):
-    """A transient failure (network, flood control): handle the update again later."""
+    """A transient failure: handle the update again later (Telegram sends it again)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What normalising a message found, before anything is fetched or stored."""
+
+    chat: ChatRef
+    user: User
+    refs: list[MediaRef]
+    has_text: bool
+    unsupported: str | None
 
 
 class Pipeline:
     def __init__(self, bot: Bot, bridge: BridgeLink, policy: AttachmentPolicy,
                  identity: BotIdentity, notify: Notify, commands: Sequence[str],
-                 scrub: Scrub) -> None:
-        self._bot = bot
+                 scrub: Scrub, *, storage: StorageWait | None = None) -> None:
+        """`storage` decides what a storage outage does (polling holds the update and tries
+        again; a webhook answers 503): by default it holds."""
         self._bridge = bridge
-        self._policy = policy
         self._identity = identity
         self._notify = notify
         self._commands = tuple(commands)
-        self._scrub = scrub
+        self._storage = storage if storage is not None else StorageWait(hold=True)
+        self._fetcher = Fetcher(bot, policy, self._storage, scrub)
 
     async def handle(self, updates: Sequence[Update]) -> None:
-        """One update, or all parts of one album; returns once the bridge has committed it."""
+        """One update, or all parts of one album; returns once the bridge has committed it or
+        it was given up. Raises StorageUnavailable only when storage outages do not hold."""
+        backoff = Backoff()
+        ids = ",".join(str(u.update_id) for u in updates)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await self._handle_once(updates)
+                return
+            except StorageUnavailable:
+                raise
+            except Malformed as exc:
+                log.warning("update %s skipped: %s (its content is not logged)", ids, exc)
+                await self._tell_lost(updates)
+                return
+            except Exception as exc:
+                check_cancelled()
+                failure = describe_failure(exc)
+            if attempt >= MAX_HANDLER_FAILURES:
+                log.error("skipping update %s after %d failed attempts (%s)", ids, attempt,
+                          failure)
+                await self._tell_lost(updates)
+                return
+            log.error("handling update %s failed (attempt %d: %s); trying again in %.0fs", ids,
+                      attempt, failure, backoff.delay)
+            await backoff.wait()
+
+    async def _handle_once(self, updates: Sequence[Update]) -> None:
         first = updates[0]
         if first.edited_message is not None:
             await self._edited(first.edited_message)
@@ -75,32 +124,47 @@ class Pipeline:
         if messages:
             await self._message(messages)
 
+    def _read(self, parts: list[Message]) -> _Reading | None:
+        """Normalise without side effects: anything here that fails means the update cannot
+        be read (content of an unexpected shape), which no retry changes."""
+        try:
+            first = parts[0]
+            user = sender(first)
+            if user is None or not any(addressed(m, self._identity, self._commands)
+                                       for m in parts):
+                return None
+            refs = [ref for m in parts for ref in media_of(m)]
+            has_text = any((m.text or m.caption or "").strip() for m in parts)
+            unsupported = unsupported_kind(first) if is_private(first) else None
+            message_text(parts, self._identity, len(refs))
+            return _Reading(chat_ref(first), user, refs, has_text, unsupported)
+        except Malformed:
+            raise
+        except Exception as exc:
+            raise Malformed(f"it could not be read ({describe_failure(exc)})") from None
+
     async def _message(self, parts: list[Message]) -> None:
-        first = parts[0]
-        user = sender(first)
-        if user is None or not any(addressed(m, self._identity, self._commands) for m in parts):
+        reading = self._read(parts)
+        if reading is None:
             return
-        chat = chat_ref(first)
-        refs = [ref for m in parts for ref in media_of(m)]
-        has_text = any((m.text or m.caption or "").strip() for m in parts)
-        if not refs and not has_text:
-            kind = unsupported_kind(first)
-            if kind is not None and is_private(first):
-                await self._notify(chat, str(first.message_id),
-                                   f"I can't read a {kind}. Please send text or a file.")
+        first, chat = parts[0], reading.chat
+        if not reading.refs and not reading.has_text:
+            if reading.unsupported is not None:
+                await self._notify(chat, str(first.message_id), f"I can't read a "
+                                   f"{reading.unsupported}. Please send text or a file.")
             return
-        sender_id = str(user.id)
+        sender_id = str(reading.user.id)
         attachments: list[Attachment] = []
         refused: list[str] = []
         # Strangers' files are not fetched: the bridge refuses them anyway, and downloading
         # first would let anyone fill the disk.
-        if refs and await self._bridge.is_allowed(PLATFORM, sender_id):
-            for ref in refs:
+        if reading.refs and await self._allowed(sender_id):
+            for ref in reading.refs:
                 try:
-                    attachments.append(await self._fetch(ref))
+                    attachments.append(await self._fetcher.fetch(ref))
                 except AttachmentRefused as exc:
                     refused.append(str(exc))
-        files = len(attachments) if attachments or refused else len(refs)
+        files = len(attachments) if attachments or refused else len(reading.refs)
         text = message_text(parts, self._identity, files)
         if refused:
             await self._notify(chat, str(first.message_id), "\n".join(refused))
@@ -108,51 +172,42 @@ class Pipeline:
                 return
             text += (f"\n\n[{len(refused)} attached file(s) could not be received: "
                      f"{'; '.join(refused)}]")
-        await self._bridge.submit(InboundMessage(
-            chat=chat, sender_id=sender_id, sender_name=display_name(user), text=text,
+        message = InboundMessage(
+            chat=chat, sender_id=sender_id, sender_name=display_name(reading.user), text=text,
             platform_message_id=platform_id(first), attachments=tuple(attachments),
-            reply_to=str(first.message_id)))
+            reply_to=str(first.message_id))
+        await self._storage.run("receiving a message", lambda: self._bridge.submit(message))
+
+    async def _allowed(self, sender_id: str) -> bool:
+        return await self._storage.run(
+            "checking a sender", lambda: self._bridge.is_allowed(PLATFORM, sender_id),
+            writes=False)
 
     async def _edited(self, message: Message) -> None:
-        if sender(message) is None or not addressed(message, self._identity, self._commands):
-            return
-        text = message_text([message], self._identity)
-        if await self._bridge.update_queued(PLATFORM, platform_id(message), text):
-            log.info("queued message %s updated by an edit", platform_id(message))
+        try:
+            if sender(message) is None or not addressed(message, self._identity,
+                                                        self._commands):
+                return
+            text = message_text([message], self._identity)
+        except Exception as exc:
+            raise Malformed(f"an edit that could not be read ({describe_failure(exc)})") \
+                from None
+        key = platform_id(message)
+        if await self._storage.run("applying an edit",
+                                   lambda: self._bridge.update_queued(PLATFORM, key, text)):
+            log.info("queued message %s updated by an edit", key)
         else:
-            log.debug("edit of %s ignored: already answered or unknown", platform_id(message))
+            log.debug("edit of %s ignored: already answered or unknown", key)
 
-    async def _fetch(self, ref: MediaRef) -> Attachment:
-        self._policy.check_size(ref.name, ref.size, DOWNLOAD_LIMIT)
+    async def _tell_lost(self, updates: Sequence[Update]) -> None:
+        """Best effort: a private chat hears that its message did not get through."""
+        message = updates[0].message or updates[0].edited_message
         try:
-            file = await self._bot.get_file(ref.file_id)
-            self._policy.check_size(ref.name, file.file_size, DOWNLOAD_LIMIT)
-            data = bytes(await file.download_as_bytearray())
-        except BadRequest as exc:
-            if "too big" in exc.message.lower():
-                raise AttachmentRefused(f"The file {ref.name!r} is over the 20 MB that "
-                                        "Telegram lets bots download.") from None
-            raise AttachmentRefused(f"Telegram would not hand over the file {ref.name!r} "
-                                    f"({self._scrub(exc.message)}).") from None
-        except InvalidToken:
-            # A download URL Telegram no longer knows answers 404, which the library reports
-            # like a bad token; the token itself is checked by getUpdates.
-            raise AttachmentRefused(f"The file {ref.name!r} is no longer available on "
-                                    "Telegram.") from None
-        except (RetryAfter, NetworkError) as exc:
+            if message is not None and is_private(message):
+                await self._notify(chat_ref(message), str(message.message_id), LOST_TEXT)
+        except Exception as exc:
             check_cancelled()
-            raise IntakeRetry(f"downloading {ref.kind} failed: "
-                              f"{self._scrub(str(exc))}") from None
-        except TelegramError as exc:
-            check_cancelled()
-            raise IntakeRetry(f"downloading {ref.kind} failed: "
-                              f"{self._scrub(str(exc))}") from None
-        try:
-            return await asyncio.to_thread(self._policy.accept, PLATFORM, ref.name, data,
-                                           ref.mime)
-        except OSError as exc:
-            log.error("cannot save a received file: %s", exc)
-            raise AttachmentRefused(f"I could not store the file {ref.name!r}.") from None
+            log.debug("could not tell the sender of a lost update (%s)", describe_failure(exc))
 
 
 @dataclass(slots=True)

@@ -13,17 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import Mapping
 
 from picobridge.contract import Adapter, DeliveryError, Dialog, OutgoingReply, ReplyKind
 from picobridge.core.stats import OutboxStats, bump
-from picobridge.store import Store, StoredReply
+from picobridge.store import Store, StoredReply, StoreError
 
 log = logging.getLogger("picobridge.outbox")
 
 RETRY_FIRST = 1.0
 RETRY_CAP = 60.0
 RELOAD_AFTER = 5.0
+# A store that cannot take a mark usually can again within seconds; the chat's next replies
+# wait behind the mark, so it is tried often.
+MARK_RETRY_CAP = 5.0
 
 
 class Outbox:
@@ -171,6 +175,23 @@ class Outbox:
                 await asyncio.sleep(wait)
                 delay = min(RETRY_CAP, delay * 2)
                 continue
-            await self._store.mark_sent(reply.id)
+            await self._mark_sent(reply)
             bump(self._sent, reply.chat.platform)
             return True
+
+    async def _mark_sent(self, reply: StoredReply) -> None:
+        # The reply is on the platform: only remembering that is left. Reading it back as
+        # pending when the store cannot take the mark (a lock, a full disk) would send the
+        # user a duplicate, so the mark is retried instead, for as long as the store needs.
+        delay = 0.5
+        while True:
+            try:
+                await self._store.mark_sent(reply.id)
+                return
+            except (sqlite3.Error, StoreError, OSError) as exc:
+                # Once per reply: the store's outage itself is logged where it is noticed.
+                level = logging.WARNING if delay == 0.5 else logging.DEBUG
+                log.log(level, "reply %d to %s delivered but not yet marked sent (%s); "
+                        "retry in %.1fs", reply.id, reply.chat.key, exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(MARK_RETRY_CAP, delay * 2)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from picobridge.contract import ChatRef, InboundMessage, SubmitResult
+from picobridge.contract import ChatRef, InboundMessage, StorageUnavailable, SubmitResult
 
 
 @dataclass
@@ -20,7 +21,14 @@ class MemoryBridge:
     notices: list[str] = field(default_factory=list)
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: int = 0
+    # While set, submit and set_cursor raise StorageUnavailable (and count how often).
+    unavailable: str | None = None
+    refused: int = 0
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    # keep_running's loops, and what ended each of them (like the daemon's supervisor, which
+    # starts a loop again after it raised or returned).
+    loops: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    loop_endings: list[tuple[str, BaseException | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.gate.set()
@@ -43,6 +51,7 @@ class MemoryBridge:
         await self._notify()
         await self.gate.wait()
         self.waiting -= 1
+        self._refuse_if_unavailable()
         if any(m.platform_message_id == message.platform_message_id for m in self.submitted):
             return SubmitResult.DUPLICATE
         self.submitted.append(message)
@@ -62,7 +71,14 @@ class MemoryBridge:
         return self.cursors.get(name)
 
     async def set_cursor(self, name: str, value: str) -> None:
+        self._refuse_if_unavailable()
         self.cursors[name] = value
+
+    def _refuse_if_unavailable(self) -> None:
+        if self.unavailable is not None:
+            self.refused += 1
+            asyncio.get_running_loop().create_task(self._notify())
+            raise StorageUnavailable(self.unavailable)
 
     def connection_changed(self, platform: str, connected: bool) -> None:
         self.connections.append(connected)
@@ -74,3 +90,23 @@ class MemoryBridge:
     def fatal(self, platform: str, reason: str) -> None:
         self.fatal_reasons.append(reason)
         asyncio.get_running_loop().create_task(self._notify())
+
+    def keep_running(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        assert name not in self.loops, f"{name} already runs"
+        self.loops[name] = asyncio.get_running_loop().create_task(self._keep(name, loop))
+
+    async def _keep(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await loop()
+                self.loop_endings.append((name, None))
+            except Exception as exc:
+                self.loop_endings.append((name, exc))
+            await self._notify()
+            await asyncio.sleep(0.05)
+
+    async def stop_running(self, name: str) -> None:
+        task = self.loops.pop(name, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

@@ -19,7 +19,8 @@ from telegram.request import HTTPXRequest
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
 from picobridge.adapters.telegram.normalise import BotIdentity
-from picobridge.adapters.telegram.poll import CURSOR, Poller, WebhookReceiver
+from picobridge.adapters.telegram.poll import CURSOR, Poller
+from picobridge.adapters.telegram.webhook import WebhookReceiver
 from picobridge.config.sections import AttachmentSettings
 from picobridge.contract import ChatRef
 from tests.fakes.server import DOWNLOAD
@@ -56,7 +57,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         pipeline = Pipeline(bot, bridge, policy, identity, notice, ("new",), str)
         dispatcher = Dispatcher(pipeline.handle, album_wait=1.0)
         poller = Poller(bot, request, dispatcher, bridge, poll_timeout=1, stall_timeout=1.5,
-                        fatal=bridge.fatal_reasons.append, scrub=str)
+                        fatal=lambda reason: bridge.fatal("telegram", reason), scrub=str)
         task = asyncio.create_task(poller.run())
         try:
             yield Rig(fake, bridge, bot, dispatcher, poller, task)
@@ -157,19 +158,44 @@ async def test_failed_download_is_retried_not_lost(rig: Rig) -> None:
     await fake.wait_until_confirmed(update["update_id"])
 
 
+async def refused_for_good(rig: Rig) -> str:
+    """The fatal reason; the poller then waits to be stopped, neither polling nor ending
+    (which a supervisor would count as a crash and start again)."""
+    await rig.bridge.wait_for(lambda: rig.bridge.fatal_reasons, "a fatal refusal")
+    polls = len(rig.fake.calls_to("getUpdates"))
+    await asyncio.sleep(0.5)  # a quiet moment: there is no event for "nothing happened"
+    assert not rig.task.done()
+    assert len(rig.fake.calls_to("getUpdates")) == polls
+    (reason,) = rig.bridge.fatal_reasons
+    return reason
+
+
+async def test_a_store_that_cannot_write_holds_the_update_unconfirmed(rig: Rig) -> None:
+    fake, bridge = rig.fake, rig.bridge
+    bridge.unavailable = "database is locked"
+    update = fake.user_message(USER, USER, "hold me")
+    await bridge.wait_for(lambda: bridge.refused >= 3, "three refused submits")
+    polls = len(fake.calls_to("getUpdates"))
+    await fake.wait_for_call("getUpdates", count=polls + 2)
+    assert fake.confirmed_offset <= update["update_id"] and bridge.submitted == []
+    assert not rig.task.done()
+    bridge.unavailable = None
+    await bridge.wait_for(lambda: len(bridge.submitted) == 1, "the held message stored")
+    await fake.wait_until_confirmed(update["update_id"])
+    assert [m.text for m in bridge.submitted] == ["hold me"]
+
+
 async def test_revoked_token_is_fatal(rig: Rig) -> None:
     rig.fake.revoke(rig.fake.token)
     rig.fake.user_message(USER, USER, "end the long poll")
-    await asyncio.wait_for(rig.task, 10)
-    (reason,) = rig.bridge.fatal_reasons
+    reason = await refused_for_good(rig)
     assert "401 Unauthorized" in reason and "@BotFather" in reason
 
 
 async def test_conflict_is_fatal(rig: Rig) -> None:
     rig.fake.fail_next("getUpdates", 409)
     rig.fake.user_message(USER, USER, "end the long poll")
-    await asyncio.wait_for(rig.task, 10)
-    (reason,) = rig.bridge.fatal_reasons
+    reason = await refused_for_good(rig)
     assert "409 Conflict" in reason
 
 

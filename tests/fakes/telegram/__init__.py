@@ -6,7 +6,8 @@ service is strict for the requests picobridge makes (the 4096-UTF-16-unit text l
 checked against the text, long-polling offsets, the 409 of a second poller, error envelopes,
 file sizes), and scripts the failures the real service produces with the fault vocabulary of
 tests/fakes/server.py (fail_next, stall_next, set_flood, redeliver, revoke...), plus
-``block_chat`` for a user who blocked the bot.
+``block_chat`` for a user who blocked the bot, ``answer_next`` for a success whose result has
+the wrong shape, and ``post_webhook`` for a webhook body that is no update at all.
 
 Typical use::
 

@@ -3,6 +3,7 @@ chats and message ids every other part uses."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any, ClassVar
@@ -73,12 +74,19 @@ class TelegramBase(FakeServer):
         self._queue: list[JSON] = []
         self._redelivered: list[JSON] = []
         self._poll_generation = 0
+        self._odd_results: dict[str, deque[Any]] = {}
         self._methods: dict[str, tuple[str, MethodHandler]] = {
             name.lower(): (name, handler) for name, handler in self.methods().items()}
 
     def methods(self) -> dict[str, MethodHandler]:
         """Bot API method name -> handler(params) -> result; each part adds its own."""
         return {}
+
+    def answer_next(self, method: str, result: Any, *, times: int = 1) -> None:
+        """The next ``times`` calls of ``method`` succeed (HTTP 200, ``"ok": true``) with
+        ``result`` whatever its shape, as a misbehaving proxy or a changed Bot API would answer:
+        ``answer_next("getMe", True)`` is a getMe whose result is not a user."""
+        self._odd_results.setdefault(method, deque()).extend([result] * times)
 
     # ---- HTTP --------------------------------------------------------------------------------
 
@@ -132,6 +140,11 @@ class TelegramBase(FakeServer):
         scripted = await self.guard(name, request, call)
         if scripted is not None:
             return scripted
+        odd = self._odd_results.get(name)
+        if odd:
+            call.response = {"ok": True, "result": odd.popleft()}
+            self.notify()
+            return web.json_response(call.response)
         try:
             body: JSON = {"ok": True, "result": await handler(params)}
         except ApiError as exc:

@@ -147,14 +147,28 @@ class TelegramUpdates(TelegramFiles):
             info["allowed_updates"] = self.webhook["allowed_updates"]
         return info
 
+    def _webhook_headers(self) -> dict[str, str]:
+        assert self.webhook is not None
+        if self.webhook.get("secret_token"):
+            return {"X-Telegram-Bot-Api-Secret-Token": str(self.webhook["secret_token"])}
+        return {}
+
+    async def post_webhook(self, body: object, timeout: float = 10.0) -> int:
+        """POST one body (any JSON value, also one that is no update) to the registered webhook
+        with its secret, as Telegram posts updates; returns the HTTP status of the answer."""
+        if self.webhook is None:
+            raise RuntimeError("no webhook is set")
+        async with (ClientSession(timeout=ClientTimeout(total=timeout)) as session,
+                    session.post(self.webhook["url"], json=body,
+                                 headers=self._webhook_headers()) as resp):
+            return resp.status
+
     async def deliver_webhook(self, timeout: float = 10.0) -> int:
         """POST pending updates to the registered webhook like Telegram; returns how many the
         receiver accepted (HTTP 200). Delivery stops at the first refusal."""
         if self.webhook is None:
             raise RuntimeError("no webhook is set")
-        headers = {}
-        if self.webhook.get("secret_token"):
-            headers["X-Telegram-Bot-Api-Secret-Token"] = str(self.webhook["secret_token"])
+        headers = self._webhook_headers()
         delivered = 0
         async with ClientSession(timeout=ClientTimeout(total=timeout)) as session:
             while self._queue:

@@ -1,0 +1,99 @@
+"""Fetching the files users send: getFile, the download, and saving under the attachment policy.
+
+One file gets `attachments.download_timeout` seconds in all, retries of transient failures
+included. A file Telegram does not hand over in that time is left out: the sender is told which
+one, and the message goes on without it. Without such a bound, one hanging download would hold
+its chat's later messages (which must wait for it, to keep their order) and, once retried,
+never end. Other chats never wait for it (see intake.Dispatcher).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from telegram import Bot
+from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+
+from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
+from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
+from picobridge.adapters.telegram.normalise import PLATFORM, MediaRef
+from picobridge.adapters.telegram.parse import UNREADABLE
+from picobridge.adapters.telegram.storage import StorageWait, disk_outage
+from picobridge.contract import Attachment, StorageUnavailable
+
+log = logging.getLogger("picobridge.telegram")
+
+# Bots may download at most 20 MB through getFile, whatever attachments.max_bytes says.
+DOWNLOAD_LIMIT = 20 * 1024 * 1024
+# Between tries of a failing getFile or download, within the file's time.
+RETRY_CAP = 8.0
+
+
+class Fetcher:
+    def __init__(self, bot: Bot, policy: AttachmentPolicy, storage: StorageWait,
+                 scrub: Callable[[str], str]) -> None:
+        self._bot = bot
+        self._policy = policy
+        self._storage = storage
+        self._scrub = scrub
+
+    async def fetch(self, ref: MediaRef) -> Attachment:
+        """The file as the agent gets it; AttachmentRefused carries a message for the user."""
+        self._policy.check_size(ref.name, ref.size, DOWNLOAD_LIMIT)
+        limit = self._policy.download_timeout
+        try:
+            async with asyncio.timeout(limit):
+                data = await self._download(ref)
+        except TimeoutError:
+            log.warning("a %s was not fetched from Telegram within %.0fs; the message goes on "
+                        "without it", ref.kind, limit)
+            raise AttachmentRefused(
+                f"I could not fetch the file {ref.name!r} from Telegram (no answer within "
+                f"{limit:g} s). Please send it again.") from None
+        return await self._storage.run("saving a received file", lambda: self._save(ref, data))
+
+    async def _download(self, ref: MediaRef) -> bytes:
+        backoff = Backoff(cap=RETRY_CAP)
+        while True:
+            try:
+                file = await self._bot.get_file(ref.file_id)
+                self._policy.check_size(ref.name, file.file_size, DOWNLOAD_LIMIT)
+                return bytes(await file.download_as_bytearray())
+            except BadRequest as exc:
+                if "too big" in exc.message.lower():
+                    raise AttachmentRefused(f"The file {ref.name!r} is over the 20 MB that "
+                                            "Telegram lets bots download.") from None
+                raise AttachmentRefused(f"Telegram would not hand over the file {ref.name!r} "
+                                        f"({self._scrub(exc.message)}).") from None
+            except InvalidToken:
+                # A download URL Telegram no longer knows answers 404, which the library
+                # reports like a bad token; the token itself is checked by getUpdates.
+                raise AttachmentRefused(f"The file {ref.name!r} is no longer available on "
+                                        "Telegram.") from None
+            except RetryAfter as exc:
+                check_cancelled()
+                await asyncio.sleep(retry_seconds(exc))
+                continue
+            except TelegramError as exc:
+                check_cancelled()
+                reason = self._scrub(f"{exc.__class__.__name__}: {exc}")
+            except UNREADABLE as exc:
+                # getFile answered something that is not a file (a proxy, an API change).
+                reason = f"an answer of the wrong shape ({exc.__class__.__name__})"
+            log.warning("fetching a %s failed (%s); trying again in %.0fs", ref.kind, reason,
+                        backoff.delay)
+            await backoff.wait()
+
+    async def _save(self, ref: MediaRef, data: bytes) -> Attachment:
+        try:
+            return await asyncio.to_thread(self._policy.accept, PLATFORM, ref.name, data,
+                                           ref.mime)
+        except OSError as exc:
+            if disk_outage(exc):
+                # Kept in memory and saved once the disk takes writes again.
+                raise StorageUnavailable(f"saving a received file: {exc.strerror}") from None
+            log.error("cannot save a received file: %s", exc)
+            raise AttachmentRefused(f"I could not store the file {ref.name!r}.") from None
