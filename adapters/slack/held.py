@@ -3,7 +3,8 @@
 Such a message is not acknowledged, so Slack sends it again; but Slack gives up after three
 retries (a few minutes), and an outage may last longer. The adapter therefore keeps what it
 already prepared (the text with its thread context, the downloaded files) and offers it to
-the bridge again itself, after a pause that grows while the outage lasts. Whichever gets it
+the bridge again itself, after a pause that grows while the outage lasts (cut short when
+another message gets stored: the database works again). Whichever gets it
 stored first, this retry or Slack's redelivery, the other finds it stored (the adapter's
 recent ids, then the store's dedupe on channel and ts), so it is answered once.
 
@@ -15,6 +16,7 @@ bounded: past MAX_HELD messages the oldest are left to Slack's redelivery.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections import OrderedDict
@@ -27,8 +29,10 @@ from picobridge.contract import InboundMessage, StorageUnavailable
 log = logging.getLogger("picobridge.slack")
 
 MAX_HELD = 1000
-RETRY_FIRST = 1.0
-RETRY_CAP = 15.0
+# While the database is locked every attempt waits out its busy timeout and holds up the
+# daemon's other writes, so retries start slow; Slack's own redeliveries come meanwhile.
+RETRY_FIRST = 5.0
+RETRY_CAP = 20.0
 
 
 class HeldMessages:
@@ -40,6 +44,7 @@ class HeldMessages:
         self._serial = serial
         self._held: OrderedDict[str, InboundMessage] = OrderedDict()
         self._waiting = asyncio.Event()
+        self._stored = asyncio.Event()
         self._dropped = False
 
     def __len__(self) -> int:
@@ -58,6 +63,11 @@ class HeldMessages:
                 self._dropped = True
         self._waiting.set()
 
+    def stored(self) -> None:
+        """A message was just stored: held ones need not wait out their pause."""
+        if self._held:
+            self._stored.set()
+
     async def flush(self, chat_key: str) -> None:
         """Offer the chat's held messages again, oldest first (call in the chat's turn);
         raises StorageUnavailable while the database still refuses them."""
@@ -73,7 +83,9 @@ class HeldMessages:
         backoff = Backoff(RETRY_FIRST, RETRY_CAP)
         while True:
             await self._waiting.wait()
-            await backoff.wait()
+            self._stored.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stored.wait(), backoff.next())
             try:
                 for key in dict.fromkeys(m.chat.key for m in self._held.values()):
                     await self._serial.run(key, functools.partial(self.flush, key))

@@ -191,6 +191,7 @@ class SlackInbound:
         result = await self._bridge.submit(message)
         log.debug("slack message %s -> %s", message.platform_message_id, result.value)
         self._seen_messages.add(message.platform_message_id)
+        self.held.stored()
         if result is SubmitResult.ACCEPTED and message.reply_to is not None:
             self._progress.received(message.chat.chat_id, message.reply_to)
 
