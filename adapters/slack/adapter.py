@@ -49,7 +49,7 @@ from picobridge.adapters.slack.client import (
     identify,
     web_client,
 )
-from picobridge.adapters.slack.dispatch import Dispatcher, listening
+from picobridge.adapters.slack.dispatch import Dispatcher, NotYet, listening
 from picobridge.adapters.slack.events import PLATFORM
 from picobridge.adapters.slack.files import SlackFiles
 from picobridge.adapters.slack.inbound import SlackInbound
@@ -281,14 +281,14 @@ class SlackAdapter(Adapter):
     async def handle_event(self, body: dict[str, Any]) -> None:
         """Process one Events API payload; returns once it is safe to acknowledge."""
         if self._inbound is None:
-            raise RuntimeError("Slack adapter is not ready for events yet")
+            raise NotYet("the Slack adapter is not ready for events yet")
         await self._inbound.event(body)
 
     async def handle_command(self, body: dict[str, Any]) -> str | None:
         """A slash command; returns an ephemeral answer for Slack, or None when the bridge
         answers in the DM."""
         if self._inbound is None:
-            raise RuntimeError("Slack adapter is not ready for commands yet")
+            raise NotYet("the Slack adapter is not ready for commands yet")
         return await self._inbound.command(body)
 
     # -- outbound ----------------------------------------------------------------------------

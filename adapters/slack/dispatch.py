@@ -61,6 +61,12 @@ _OUTCOME: contextvars.ContextVar[Outcome | None] = contextvars.ContextVar(
     "slack_delivery_outcome", default=None)
 
 
+class NotYet(Exception):
+    """The adapter cannot take this delivery yet (it does not know who it is on Slack):
+    not acknowledged, Slack sends it again. Expected for a moment at start, so it is logged
+    without a traceback."""
+
+
 def listening() -> None:
     """Called first by each of the adapter's bolt listeners."""
     outcome = _OUTCOME.get()
@@ -109,6 +115,8 @@ class Dispatcher:
             return False
         if isinstance(error, StorageUnavailable):
             log.debug("%s not acknowledged: the database cannot store it yet", what)
+        elif isinstance(error, NotYet):
+            log.info("%s not acknowledged: %s", what, error)
         else:
             log.warning("%s not acknowledged (%s); Slack will send it again", what,
                         error.__class__.__name__, exc_info=error)

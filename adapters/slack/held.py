@@ -72,7 +72,17 @@ class HeldMessages:
         """Offer the chat's held messages again, oldest first (call in the chat's turn);
         raises StorageUnavailable while the database still refuses them."""
         for message in [m for m in self._held.values() if m.chat.key == chat_key]:
-            await self._deliver(message)
+            try:
+                await self._deliver(message)
+            except StorageUnavailable:
+                raise
+            except Exception:
+                # Not the outage: a message that fails otherwise must not block its chat
+                # for good. Slack may still send it again.
+                self._held.pop(message.platform_message_id, None)
+                log.exception("a held Slack message failed and is let go: %s",
+                              message.platform_message_id)
+                raise
             self._held.pop(message.platform_message_id, None)
         if not self._held:
             self._dropped = False

@@ -41,6 +41,7 @@ from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.slack.client import Recent
 from picobridge.adapters.slack.context import thread_context
+from picobridge.adapters.slack.dispatch import NotYet
 from picobridge.adapters.slack.events import (
     PLATFORM,
     Candidate,
@@ -73,10 +74,6 @@ STORAGE_DOWN_NOTICE = ("⚠️ I cannot take commands right now: my storage is u
                        "Please try again in a few minutes.")
 
 
-class NotReady(Exception):
-    """An event before the bot knows who it is (auth.test): not acknowledged, sent again."""
-
-
 class SlackInbound:
     def __init__(self, settings: SlackSettings, bridge: BridgeLink, client: AsyncWebClient,
                  files: SlackFiles, progress: SlackProgress, tasks: TaskSet) -> None:
@@ -98,7 +95,7 @@ class SlackInbound:
         """Process one Events API payload; returns once it is safe to acknowledge."""
         me = self.me
         if me is None:
-            raise NotReady("Slack adapter is not ready for events yet")
+            raise NotYet("the Slack adapter is not ready for events yet")
         problem = payload_problem(body)
         if problem is not None:
             log.warning("a Slack event was skipped: %s (content not logged)", problem)
