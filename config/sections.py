@@ -49,7 +49,10 @@ class AgentSettings(Section):
     # Default: the protocol's own command (agent/protocols/__init__.py).
     command: list[str] = Field(default_factory=list, min_length=1)
     protocol: str = "picobot-json"
+    # Default: <state_dir>/workspace. Keep it stable: agents record it (pi's session files).
     workdir: Path | None = None
+    # prime-rpc: where each session's file lives. Default: <state_dir>/agent-sessions.
+    sessions_dir: Path | None = None
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout: PositiveFloat = 30.0
     ping_interval: PositiveFloat = 15.0
@@ -78,6 +81,8 @@ class AgentSettings(Section):
 class BridgeSettings(Section):
     coalesce: bool = True
     max_attempts: PositiveInt = 3
+    # Seconds a question of the agent (prime-rpc dialogs) waits for an answer.
+    dialog_timeout: PositiveFloat = 300.0
 
 
 class AttachmentSettings(Section):

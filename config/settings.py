@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -204,6 +205,37 @@ def _unknown_keys(data: Mapping[str, Any], model: type[BaseModel], prefix: str =
     return problems
 
 
+# Variables with the prefix that are not settings (they tell where the settings are).
+_NOT_SETTINGS = frozenset({"PICOBRIDGE_CONFIG"})
+
+
+def _env_names(model: type[BaseModel], prefix: str) -> list[str]:
+    names = []
+    for key, field in model.model_fields.items():
+        name = f"{prefix}{key.upper()}"
+        names.append(name)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            names.extend(_env_names(annotation, f"{name}__"))
+    return names
+
+
+def _unknown_env(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
+    """PICOBRIDGE_* variables that set nothing: a misspelled one (one underscore where two
+    belong) would otherwise be ignored while the same mistake in the file is an error."""
+    known = _env_names(model, ENV_PREFIX)
+    known_set = set(known)
+    problems = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in _NOT_SETTINGS or upper in known_set:
+            continue
+        hint = difflib.get_close_matches(upper, known, n=1)
+        problems.append(f"unknown environment variable {name}"
+                        + (f" (did you mean {hint[0]}?)" if hint else ""))
+    return problems
+
+
 def _describe(error: Mapping[str, Any]) -> str:
     where = ".".join(str(p) for p in error["loc"]) or "config"
     if error["type"] == "extra_forbidden":
@@ -218,6 +250,9 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
     """Load and validate the configuration; raise ConfigError with an operator-friendly text."""
     environ = os.environ if environ is None else environ
     model = settings_model(platforms)
+    problems = _unknown_env(environ, model)
+    if problems:
+        raise ConfigError("; ".join(problems))
     explicit = path is not None
     path = path if explicit else default_config_path(environ)
     where = f" in {path}" if path else ""
@@ -245,9 +280,13 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
     try:
         return _FromFile()
     except SettingsError as exc:
-        # A PICOBRIDGE_* variable holding a list or table that is not JSON; the message names
-        # the variable, never its value.
-        raise ConfigError(f"invalid configuration (PICOBRIDGE_* environment): {exc}") from None
+        # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the section,
+        # never the value (it may be a token).
+        field = re.search(r'field "(\w+)"', str(exc))
+        which = f"{ENV_PREFIX}{field.group(1).upper()}__*" if field else f"{ENV_PREFIX}*"
+        raise ConfigError(f"invalid configuration: a {which} variable is not valid JSON (lists "
+                          f"and tables are JSON, e.g. {ENV_PREFIX}AGENT__COMMAND="
+                          "'[\"picobot\",\"agent\",\"--json\"]')") from None
     except ValidationError as exc:
         details = "; ".join(_describe(e) for e in exc.errors())
         raise ConfigError(f"invalid configuration{where} (or PICOBRIDGE_* environment): "

@@ -14,7 +14,7 @@ import getpass
 import os
 import threading
 import time
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from picobridge.contract import (
     Adapter,
@@ -50,6 +50,7 @@ class ConsoleAdapter(Adapter):
         self._reader: asyncio.Task[None] | None = None
         self.input_done = asyncio.Event()
         self.reply_printed = asyncio.Event()
+        self._asking = asyncio.Event()
         # Set by `picobridge chat` once the agent is up, so the first /status is truthful and
         # a broken agent command is reported instead of waited on.
         self.may_read = asyncio.Event()
@@ -73,6 +74,8 @@ class ConsoleAdapter(Adapter):
             future = self._answered.pop(message_id, None)
             if future is not None and not future.done():
                 future.set_result(None)
+        if reply.kind is ReplyKind.QUESTION:
+            self._asking.set()  # the next line read is the answer
         self.reply_printed.set()
 
     async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
@@ -87,6 +90,7 @@ class ConsoleAdapter(Adapter):
         await self.may_read.wait()
         lines = _lines_in_thread(self._stdin)
         count = 0
+        outstanding: list[asyncio.Future[None]] = []
         try:
             while True:
                 if self._interactive:
@@ -108,27 +112,59 @@ class ConsoleAdapter(Adapter):
                 if result is not SubmitResult.ACCEPTED and result is not SubmitResult.COMMAND:
                     self._answered.pop(message_id, None)
                 elif not self._interactive:
-                    await waiter
+                    outstanding.append(waiter)
+                    await self._until_answered_or_asked(outstanding)
         finally:
             self.input_done.set()
+
+    async def _until_answered_or_asked(self, outstanding: list[asyncio.Future[None]]) -> None:
+        """Piped input: the next line waits for the answers to the earlier ones, unless the
+        agent asks a question meanwhile, which the next line answers."""
+        while True:
+            outstanding[:] = [f for f in outstanding if not f.done()]
+            if not outstanding:
+                return
+            asked: asyncio.Future[Any] = asyncio.ensure_future(self._asking.wait())
+            waits: list[asyncio.Future[Any]] = [*outstanding, asked]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                asked.cancel()
+            if self._asking.is_set():
+                self._asking.clear()
+                return
 
 
 def _lines_in_thread(stream: IO[bytes]) -> asyncio.Queue[bytes | None]:
     """Read lines in a daemon thread: stdin may be a regular file, which asyncio cannot poll,
-    and a blocked terminal read must not keep the process alive at exit."""
+    and a blocked terminal read must not keep the process alive at exit.
+
+    The thread reads the file descriptor itself (os.read), never the buffered stdin object:
+    a daemon thread blocked inside a buffered read holds that object's lock, and the
+    interpreter aborts at exit ("_enter_buffered_busy") when it finds it held.
+    """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    fd = stream.fileno()
+
+    def put(item: bytes | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+            loop.call_soon_threadsafe(queue.put_nowait, item)
 
     def pump() -> None:
+        pending = b""
         try:
-            # Binary readline splits on b"\n" only, never on U+2028.
-            for line in iter(stream.readline, b""):
-                loop.call_soon_threadsafe(queue.put_nowait, line.rstrip(b"\n"))
-        except (OSError, ValueError):
+            while chunk := os.read(fd, 65536):
+                # Split on b"\n" only, never on U+2028.
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    put(line)
+        except OSError:
             pass
         finally:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+            if pending:
+                put(pending)
+            put(None)
 
     threading.Thread(target=pump, name="console-stdin", daemon=True).start()
     return queue

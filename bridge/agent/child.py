@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from picobridge.agent.driver import Driver, DriverContext, Emit
-from picobridge.agent.framing import decode_record, read_lines
+from picobridge.agent.framing import OversizedLine, decode_record, read_lines
 from picobridge.agent.process import AgentProcess
 
 log = logging.getLogger("picobridge.agent")
@@ -86,6 +86,9 @@ class Child:
         assert stdout is not None
         try:
             async for line in read_lines(stdout):
+                if isinstance(line, OversizedLine):
+                    await self._unreadable(line)
+                    continue
                 record = decode_record(line)
                 if record is None:
                     continue
@@ -98,6 +101,13 @@ class Child:
             # Reading is this process's lifeline: without it nothing it says arrives.
             log.exception("worker %s: reading the agent's output failed", self._worker)
             self.kill(f"reading its output failed: {exc.__class__.__name__}")
+
+    async def _unreadable(self, head: bytes) -> None:
+        try:
+            await self.driver.on_unreadable(head)
+        except Exception:
+            log.exception("worker %s: the %s driver failed on an unreadable line", self._worker,
+                          self.driver.protocol)
 
     async def _drain_stderr(self) -> None:
         stderr = self.process.proc.stderr

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 
 from picobridge.agent.port import AgentEvent, AgentRequest
 from picobridge.config.sections import AgentSettings
+from picobridge.contract import DialogAnswer
 
 
 class DriverIO(Protocol):
@@ -45,6 +46,9 @@ class Driver(ABC):
     probes_while_busy: ClassVar[bool] = False
     # Whether a running turn can be stopped without restarting the process.
     can_abort: ClassVar[bool] = False
+    # Whether a session can move between processes (the agent keeps it in a file the bridge
+    # names) or lives in the one process that served it (its memory would be lost).
+    sessions_portable: ClassVar[bool] = False
 
     def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
         self._io = io
@@ -70,6 +74,16 @@ class Driver(ABC):
     @abstractmethod
     def running(self) -> frozenset[str]:
         """Sessions with a turn sent and not yet answered."""
+
+    async def on_unreadable(self, head: bytes) -> None:
+        """A line too long to read was skipped; `head` is its first bytes. A driver that can
+        tell it was a turn's answer ends that turn with a Failure (the user is told now rather
+        than after every retry timed out)."""
+        return None
+
+    async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
+        """Send the person's answer to a DialogRequest this driver emitted."""
+        raise NotImplementedError(f"{self.protocol} has no dialogs")
 
     async def abort(self, session: str) -> None:
         """Ask the agent to stop this session's running turn (only when `can_abort`)."""

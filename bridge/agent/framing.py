@@ -23,11 +23,17 @@ class ByteSource(Protocol):
     async def read(self, n: int = -1) -> bytes: ...
 
 
+class OversizedLine(bytes):
+    """Stands, in order, for a line that was too long: its value is the line's first bytes
+    (enough for a protocol driver to tell whose answer was lost)."""
+
+
 class LineSplitter:
     """Incremental splitter: feed chunks, get complete lines (without the terminator)."""
 
     def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
         self._max = max_line
+        self._skipped: list[bytes] = []
         self._parts: list[bytes] = []
         self._size = 0
         self._discarding = False
@@ -45,9 +51,10 @@ class LineSplitter:
             start = end + 1
             if self._discarding:
                 self._discarding = False
+                lines.append(self._skipped.pop())
                 continue
             if self._size + len(piece) > self._max:
-                self._drop_buffer()
+                lines.append(self._drop_buffer(piece))
                 continue
             if self._parts:
                 self._parts.append(piece)
@@ -59,16 +66,19 @@ class LineSplitter:
         if not rest or self._discarding:
             return
         if self._size + len(rest) > self._max:
-            self._drop_buffer()
+            # Reported when the line ends, so it keeps its place among the lines around it.
+            self._skipped.append(self._drop_buffer(rest))
             self._discarding = True
             return
         self._parts.append(rest)
         self._size += len(rest)
 
-    def _drop_buffer(self) -> None:
+    def _drop_buffer(self, tail: bytes) -> OversizedLine:
         self.oversized += 1
         log.warning("agent output line over %d bytes skipped", self._max)
+        head = (self._parts[0] if self._parts else tail)[:256]
         self._parts, self._size = [], 0
+        return OversizedLine(head)
 
     def leftover(self) -> bytes:
         """A final line with no terminator (the writer died mid-line)."""

@@ -1,15 +1,19 @@
 """The agent workers and which one serves a session.
 
-A session stays on the worker it was assigned to while that worker is ready: its agent holds
-the conversation in memory, so when that worker is busy the session waits for it rather than
-moving. A new session, or one whose worker is down, goes to the ready worker with the most
-free room (turns in flight against `max_in_flight` times its weight), and stays there.
+A session stays on the worker it was assigned to while that worker is ready. When that worker
+is busy and another has room, what happens depends on the protocol: an agent that keeps the
+conversation in its process (picobot) would lose it by moving, so the session waits for its
+worker; an agent that keeps it in a file the bridge names (prime-rpc) can pick it up anywhere,
+so the session moves to the free worker (`Driver.sessions_portable`). A new session, or one
+whose worker is down, goes to the ready worker with the most free room (turns in flight
+against `max_in_flight`, times its weight) and stays there; assignments are handed to
+`on_assign` to be stored, so they survive a daemon restart.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from picobridge.agent.port import AgentListener, WorkerInfo, WorkerState
 from picobridge.agent.worker import AgentWorker
@@ -21,14 +25,19 @@ MAX_AFFINITIES = 100_000
 
 class WorkerPool:
     def __init__(self, workers: Sequence[AgentWorker], *, max_in_flight: int,
-                 weights: Mapping[str, float] | None = None) -> None:
+                 weights: Mapping[str, float] | None = None, portable: bool = False,
+                 assigned: Mapping[str, str] | None = None,
+                 on_assign: Callable[[str, str], None] | None = None) -> None:
         if not workers:
             raise ValueError("a pool needs at least one worker")
         self._workers = list(workers)
         self._by_name = {w.name: w for w in self._workers}
         self._max_in_flight = max_in_flight
         self._weights = dict(weights or {})
-        self._assigned: dict[str, str] = {}  # session -> worker name
+        self._portable = portable
+        # session -> worker name, of workers that still exist (a renamed worker's are moot)
+        self._assigned = {s: w for s, w in (assigned or {}).items() if w in self._by_name}
+        self._on_assign = on_assign
 
     # -- AgentPool -------------------------------------------------------------------------
 
@@ -48,15 +57,21 @@ class WorkerPool:
         name = self._assigned.get(session)
         current = self._by_name.get(name) if name is not None else None
         if current is not None and current.ready:
-            return current if busy.get(current.name, 0) < self._max_in_flight else None
+            if busy.get(current.name, 0) < self._max_in_flight:
+                return current
+            if not self._portable:
+                return None  # its conversation lives in that process: wait for it
         chosen = self._roomiest(busy)
-        if chosen is not None:
+        if chosen is not None and chosen is not current:
             if current is not None:
+                why = current.state.value if not current.ready else "busy"
                 log.info("session %s moves from worker %s (%s) to %s", session, current.name,
-                         current.state.value, chosen.name)
+                         why, chosen.name)
             if len(self._assigned) >= MAX_AFFINITIES:
                 self._assigned.clear()  # lose affinity, never memory
             self._assigned[session] = chosen.name
+            if self._on_assign is not None:
+                self._on_assign(session, chosen.name)
         return chosen
 
     # -- stats -----------------------------------------------------------------------------

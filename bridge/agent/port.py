@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from picobridge.contract import Attachment
+from picobridge.contract import Attachment, DialogAnswer, DialogKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,21 @@ class Failure:
     code: str | None = None
 
 
-AgentEvent = Reply | Progress | Failure
+@dataclass(frozen=True, slots=True)
+class DialogRequest:
+    """The agent asks the person a question and waits for the answer (its turn is blocked)."""
+
+    session: str | None
+    request_id: str  # the protocol's own id, for the answer
+    kind: DialogKind
+    title: str
+    message: str = ""
+    options: tuple[str, ...] = ()
+    prefill: str = ""
+    timeout: float | None = None  # seconds the agent waits by itself, if it said
+
+
+AgentEvent = Reply | Progress | Failure | DialogRequest
 
 
 class WorkerState(enum.StrEnum):
@@ -97,6 +111,15 @@ class Worker(Protocol):
     def cancel_turn(self, session: str, reason: str) -> None:
         """Stop a turn that must not go on (timeout, /stop): abort it where the protocol can,
         else restart the process."""
+        ...
+
+    @property
+    def can_abort(self) -> bool:
+        """Whether a turn can be stopped without restarting the agent (the protocol allows)."""
+        ...
+
+    async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
+        """Give the agent the person's answer to a DialogRequest."""
         ...
 
 

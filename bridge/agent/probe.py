@@ -11,7 +11,7 @@ from pathlib import Path
 from picobridge.agent.child import Child
 from picobridge.agent.driver import Driver, DriverContext
 from picobridge.agent.port import AgentEvent
-from picobridge.agent.process import describe_spawn_error, spawn
+from picobridge.agent.process import describe_spawn_error, spawn, workdir
 from picobridge.config.sections import AgentSettings
 
 
@@ -22,7 +22,8 @@ async def _ignore(event: AgentEvent) -> None:
 async def probe_agent(command: Sequence[str], settings: AgentSettings,
                       driver_class: type[Driver], state_dir: Path, name: str = "check") -> str:
     try:
-        process = await spawn(command, cwd=settings.workdir, env=settings.env)
+        cwd = await asyncio.to_thread(workdir, settings, state_dir)
+        process = await spawn(command, cwd=cwd, env=settings.env)
     except OSError as exc:
         raise RuntimeError(describe_spawn_error(command, exc)) from None
     process.write_timeout = settings.ping_timeout

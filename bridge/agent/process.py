@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from picobridge.agent.framing import encode_record
+from picobridge.config.sections import AgentSettings
 
 log = logging.getLogger("picobridge.agent")
 
@@ -41,6 +42,14 @@ def agent_environment(base: Mapping[str, str], extra: Mapping[str, str],
     if marker is not None:
         env[MARKER_VAR] = marker
     return env
+
+
+def workdir(settings: AgentSettings, state_dir: Path) -> Path:
+    """The agent's working directory, created when missing: `agent.workdir`, else
+    `<state_dir>/workspace` (never the folder that holds the database)."""
+    path = settings.workdir if settings.workdir is not None else state_dir / "workspace"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def describe_spawn_error(command: Sequence[str], exc: OSError) -> str:

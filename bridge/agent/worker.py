@@ -29,8 +29,9 @@ from picobridge.agent.port import (
     WorkerInfo,
     WorkerState,
 )
-from picobridge.agent.process import describe_spawn_error, spawn
+from picobridge.agent.process import describe_spawn_error, spawn, workdir
 from picobridge.config.sections import AgentSettings
+from picobridge.contract import DialogAnswer
 
 log = logging.getLogger("picobridge.agent")
 
@@ -102,6 +103,19 @@ class AgentWorker:
     def restart(self, reason: str) -> None:
         if self._child is not None:
             self._child.kill(reason)
+
+    @property
+    def can_abort(self) -> bool:
+        return self._driver_class.can_abort
+
+    async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
+        child = self._child
+        if child is None:
+            return  # the agent that asked is gone; its turn runs again and may ask again
+        try:
+            await child.driver.answer_dialog(request_id, answer)
+        except (TimeoutError, OSError) as exc:
+            self.restart(f"cannot write to agent: {exc.__class__.__name__}")
 
     def cancel_turn(self, session: str, reason: str) -> None:
         child = self._child
@@ -185,8 +199,8 @@ class AgentWorker:
     async def _one_process(self) -> tuple[str, float | None]:
         """Run one agent process until it ends; returns why, and when it became ready."""
         try:
-            process = await spawn(self._command, cwd=self._settings.workdir,
-                                  env=self._settings.env)
+            cwd = await asyncio.to_thread(workdir, self._settings, self._state_dir)
+            process = await spawn(self._command, cwd=cwd, env=self._settings.env)
         except OSError as exc:
             reason = describe_spawn_error(self._command, exc)
             log.error("worker %s: %s", self._name, reason)

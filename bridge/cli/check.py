@@ -32,8 +32,20 @@ class _Report:
 
 
 def _database(settings: Settings) -> tuple[bool, str]:
+    try:
+        return _database_file(settings)
+    except OSError as exc:  # a state_dir this user cannot enter, say
+        return False, f"cannot look at {settings.db_path}: {exc.strerror or exc}"
+
+
+def _database_file(settings: Settings) -> tuple[bool, str]:
     path = settings.db_path
     latest = len(available_migrations())
+    for folder in (settings.state_dir, *settings.state_dir.parents):
+        if folder.exists() and not folder.is_dir():
+            return False, f"state_dir {settings.state_dir}: {folder} is a file, not a directory"
+    if path.is_dir():
+        return False, f"{path} is a directory, not a database"
     if not path.exists():
         parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
         if os.access(parent, os.W_OK):

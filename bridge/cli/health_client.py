@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from picobridge import exit_codes
@@ -24,16 +26,22 @@ def health_url(settings: Settings, url: str | None) -> str | None:
 def query_health(settings: Settings, url: str | None) -> int:
     target = health_url(settings, url)
     if target is None:
-        print("picobridge: http.listen is not set, so there is no health endpoint to ask")
+        print("picobridge: http.listen is not set, so there is no health endpoint to ask",
+              file=sys.stderr)
         return exit_codes.FAILURE
+    parts = urllib.parse.urlsplit(target)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        print(f"picobridge: --url must be an http:// or https:// URL, got {target!r}",
+              file=sys.stderr)
+        return exit_codes.USAGE
     try:
         with urllib.request.urlopen(target, timeout=5) as response:
             body = response.read().decode("utf-8", "replace")
             status = response.status
     except urllib.error.HTTPError as exc:
         body, status = exc.read().decode("utf-8", "replace"), exc.code
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"unhealthy: cannot reach {target}: {exc}")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        print(f"unhealthy: cannot reach {target}: {exc}", file=sys.stderr)
         return exit_codes.FAILURE
     try:
         summary = json.loads(body)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from picobridge import __version__, exit_codes
 from picobridge.cli.instance import InstanceLock, InstanceLocked
+from picobridge.cli.wiring import StartupError
 from picobridge.config.settings import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _dispatch(args)
-    except CliError as exc:
+    except (CliError, StartupError) as exc:
         print(f"picobridge: {exc}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
@@ -111,6 +112,9 @@ async def _exclusive_store(settings: Settings, command: str) -> AsyncIterator[St
         lock.acquire(command)
     except InstanceLocked as exc:
         raise CliError(str(exc), exit_codes.DATABASE) from None
+    except FileExistsError:
+        raise CliError(f"database error: state_dir {settings.state_dir} is a file, not a "
+                       "directory", exit_codes.DATABASE) from None
     except OSError as exc:
         raise CliError(f"database error: cannot use state_dir {settings.state_dir}: "
                        f"{exc.strerror or exc}", exit_codes.DATABASE) from None

@@ -9,7 +9,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from picobridge.config.settings import Settings
 from picobridge.contract import Adapter
 from picobridge.core.access import AccessPolicy
 from picobridge.core.commands import Commands
+from picobridge.core.dialogs import Dialogs
 from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
@@ -36,6 +37,14 @@ from picobridge.supervision import TaskSupervisor
 log = logging.getLogger("picobridge.daemon")
 
 
+class StartupError(Exception):
+    """The daemon cannot start for a reason the operator must fix; one line and an exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 @dataclass
 class Daemon:
     """The assembled bridge, for the lifecycle below and `picobridge chat`."""
@@ -48,10 +57,12 @@ class Daemon:
     intake: Intake
     adapters: dict[str, Adapter]
     tasks: TaskSupervisor
+    affinity: AffinityRecorder
     http: HttpServer | None = None
 
 
-def build_pool(settings: Settings) -> WorkerPool:
+def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
+               on_assign: Callable[[str, str], None] | None = None) -> WorkerPool:
     agent = settings.agent
     driver = driver_class(agent.protocol)
     if agent.workers:
@@ -63,24 +74,54 @@ def build_pool(settings: Settings) -> WorkerPool:
         workers = [AgentWorker(f"w{i}", agent.command, agent, driver, settings.state_dir)
                    for i in range(1, agent.pool_size + 1)]
         weights = {}
-    return WorkerPool(workers, max_in_flight=agent.max_in_flight, weights=weights)
+    return WorkerPool(workers, max_in_flight=agent.max_in_flight, weights=weights,
+                      portable=driver.sessions_portable, assigned=assigned, on_assign=on_assign)
+
+
+class AffinityRecorder:
+    """Stores each new session-to-worker assignment without holding up the dispatch that
+    made it (losing one to a failed write only costs that session its worker after a
+    restart)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._writes: set[asyncio.Task[None]] = set()
+
+    def __call__(self, session: str, worker: str) -> None:
+        task = asyncio.create_task(self._write(session, worker), name="assign-worker")
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, session: str, worker: str) -> None:
+        try:
+            await self._store.assign_worker(session, worker)
+        except Exception as exc:
+            log.warning("could not store that session %s runs on worker %s (%s)", session,
+                        worker, exc.__class__.__name__)
+
+    async def settle(self) -> None:
+        await asyncio.gather(*self._writes, return_exceptions=True)
 
 
 async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]) -> Daemon:
     by_platform = {a.platform: a for a in adapters}
     outbox = Outbox(store, by_platform)
-    pool = build_pool(settings)
+    await store.forget_ended_assignments()
+    affinity = AffinityRecorder(store)
+    pool = build_pool(settings, await store.worker_assignments(), affinity)
     tasks = TaskSupervisor()
+    dialogs = Dialogs(store, outbox, settings.bridge.dialog_timeout)
     router = Router(store, outbox, by_platform, pool,
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
-                    coalesce=settings.bridge.coalesce, tasks=tasks)
+                    coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs)
     http = HttpServer(settings.http.listen) if settings.http.listen else None
     commands = Commands(store, router, pool)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
-                    tasks=tasks)
-    return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, http)
+                    tasks=tasks, dialogs=dialogs)
+    return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
+                  http)
 
 
 def sources(daemon: Daemon) -> Sources:
@@ -111,7 +152,12 @@ async def start(daemon: Daemon) -> None:
         await adapter.start(daemon.intake)
         log.info("platform %s started", adapter.platform)
     if daemon.http is not None:
-        await daemon.http.start()
+        try:
+            await daemon.http.start()
+        except OSError as exc:  # the port is taken, the host is not ours or not a host
+            reason = exc.strerror or str(exc)
+            raise StartupError(f"http.listen {daemon.settings.http.listen}: {reason}",
+                               exit_codes.CONFIG) from None
 
 
 async def stop(daemon: Daemon) -> None:
@@ -120,6 +166,7 @@ async def stop(daemon: Daemon) -> None:
     # because delivering needs them.
     await daemon.router.stop(grace)
     await daemon.pool.stop()
+    await daemon.affinity.settle()
     await daemon.outbox.stop(grace)
     for adapter in daemon.adapters.values():
         try:

@@ -47,16 +47,21 @@ class Commands:
             session = await self._store.new_session(chat)
             return f"Started a new conversation. Session: `{session}`"
         if name == "stop":
-            dropped = await self._router.drop_queued(chat)
-            if not dropped:
-                return "Nothing was waiting; a reply already being worked on still arrives."
-            return (f"Dropped {dropped} waiting message{'s' if dropped != 1 else ''}. "
-                    "A reply already being worked on still arrives.")
+            return await self._stop(chat)
         if name == "status":
             return await self._status(chat)
         if name == "start":
             return "Hello! " + HELP
         return HELP
+
+    async def _stop(self, chat: ChatRef) -> str:
+        dropped = await self._router.drop_queued(chat)
+        stopped = self._router.stop_turn(chat)
+        waiting = (f"Dropped {dropped} waiting message{'s' if dropped != 1 else ''}. "
+                   if dropped else "Nothing was waiting. ")
+        if stopped:
+            return waiting + "Stopping the reply being worked on."
+        return waiting + "A reply already being worked on still arrives."
 
     def _agent_line(self, session: str) -> list[str]:
         workers = self._agents.infos()

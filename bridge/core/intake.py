@@ -14,9 +14,10 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from picobridge.agent.port import PoolStatus
-from picobridge.contract import ChatRef, InboundMessage, ReplyKind, SubmitResult
+from picobridge.contract import ChatRef, DialogAnswer, InboundMessage, ReplyKind, SubmitResult
 from picobridge.core.access import AccessPolicy, denial_text
 from picobridge.core.commands import Commands, parse_command
+from picobridge.core.dialogs import Dialogs
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.core.stats import IntakeStats, bump
@@ -35,7 +36,7 @@ class Intake:
     def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
                  commands: Commands, agents: PoolStatus, app: web.Application | None = None,
                  *, tell_after: float = float("inf"),
-                 tasks: TaskSupervisor | None = None) -> None:
+                 tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None) -> None:
         """A message arriving after no agent worker has been ready for `tell_after` seconds
         gets a notice, once per chat and outage, so its sender knows it waits."""
         self._app = app
@@ -57,6 +58,7 @@ class Intake:
         self._denied: dict[str, int] = {}
         self._storage = StorageGuard()
         self._tasks = tasks if tasks is not None else TaskSupervisor()
+        self._dialogs = dialogs
 
     def stats(self) -> IntakeStats:
         return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
@@ -80,6 +82,8 @@ class Intake:
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
             return await self._command(command, message)
+        if self._dialogs is not None and self._dialogs.asking(chat) is not None:
+            return await self._typed_answer(message)
         stored = await self._store.record_inbound(message)
         if stored is None:
             bump(self._duplicates, platform)
@@ -123,6 +127,30 @@ class Intake:
             self._outbox.deliver(stored)
         log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
         return SubmitResult.COMMAND
+
+    async def _typed_answer(self, message: InboundMessage) -> SubmitResult:
+        """The chat's open question takes this message as its answer, not the agent."""
+        platform = message.chat.platform
+        if await self._store.seen(platform, message.platform_message_id):
+            bump(self._duplicates, platform)
+            return SubmitResult.DUPLICATE
+        assert self._dialogs is not None
+        said = await self._dialogs.typed(message.chat, message.text)
+        if said is None:  # answered meanwhile (a button): an ordinary message after all
+            stored = await self._store.record_inbound(message)
+            if stored is not None:
+                self._router.enqueue(stored)
+            return SubmitResult.ACCEPTED
+        stored_reply = await self._store.record_command(message, said)
+        if stored_reply is not None:
+            self._outbox.deliver(stored_reply)
+        return SubmitResult.COMMAND
+
+    async def answer_dialog(self, dialog_id: str, chat: ChatRef, user_id: str,
+                            answer: DialogAnswer) -> str | None:
+        if self._dialogs is None or not await self._access.allowed(chat.platform, user_id):
+            return None
+        return await self._dialogs.answer(dialog_id, chat, answer)
 
     async def is_allowed(self, platform: str, user_id: str) -> bool:
         return await self._access.allowed(platform, user_id)

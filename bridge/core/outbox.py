@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 
-from picobridge.contract import Adapter, DeliveryError, OutgoingReply
+from picobridge.contract import Adapter, DeliveryError, Dialog, OutgoingReply, ReplyKind
 from picobridge.core.stats import OutboxStats, bump
 from picobridge.store import Store, StoredReply
 
@@ -40,6 +40,7 @@ class Outbox:
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
+        self._dialogs: dict[int, Dialog] = {}  # questions' dialogs, by outbox id
         self._sent: dict[str, int] = {}
         self._failed: dict[str, int] = {}
         self._rate_limited: dict[str, int] = {}
@@ -49,10 +50,18 @@ class Outbox:
 
     async def start(self) -> None:
         for reply in await self._store.pending_replies():
+            if reply.kind is ReplyKind.QUESTION:
+                # Its turn died with the last run and runs again; it may ask again.
+                await self._store.mark_send_failed(reply.id, "the question expired with a "
+                                                   "restart", permanent=True)
+                continue
             self.deliver(reply)
 
-    def deliver(self, reply: StoredReply) -> None:
-        """Send a committed reply to its chat after the ones stored before it."""
+    def deliver(self, reply: StoredReply, *, dialog: Dialog | None = None) -> None:
+        """Send a committed reply to its chat after the ones stored before it (a question
+        with its dialog, for platforms that show buttons)."""
+        if dialog is not None:
+            self._dialogs[reply.id] = dialog
         if self._stopping:
             return  # stays pending in the store; the next run sends it
         chat_key = reply.chat.key
@@ -121,13 +130,20 @@ class Outbox:
 
     async def _deliver(self, reply: StoredReply) -> bool:
         """Send one reply, retrying transient failures; False when the chat cannot be served."""
+        try:
+            return await self._send(reply)
+        finally:
+            self._dialogs.pop(reply.id, None)
+
+    async def _send(self, reply: StoredReply) -> bool:
         adapter = self._adapters.get(reply.chat.platform)
         if adapter is None:
             log.warning("reply %d for %s kept: platform %s is not enabled", reply.id,
                         reply.chat.key, reply.chat.platform)
             return False
         outgoing = OutgoingReply(reply.text, reply.kind, reply.reply_to, reply.answers,
-                                 reply.private_to, outbox_id=reply.id)
+                                 reply.private_to, outbox_id=reply.id,
+                                 dialog=self._dialogs.get(reply.id))
         delay = RETRY_FIRST
         while True:
             try:

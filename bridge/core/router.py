@@ -20,12 +20,22 @@ from picobridge.agent.port import (
     AgentPool,
     AgentRequest,
     AgentUnavailable,
+    DialogRequest,
     Failure,
     Progress,
     Worker,
 )
-from picobridge.contract import Adapter, ChatRef, Outcome, ProgressEvent, ProgressKind, ReplyKind
+from picobridge.contract import (
+    Adapter,
+    ChatRef,
+    DialogAnswer,
+    Outcome,
+    ProgressEvent,
+    ProgressKind,
+    ReplyKind,
+)
 from picobridge.core.answers import Answers, keep
+from picobridge.core.dialogs import Dialogs
 from picobridge.core.lanes import Lanes
 from picobridge.core.outbox import Outbox
 from picobridge.core.progress import ProgressRelay
@@ -57,7 +67,7 @@ class ChatStatus:
 class Router:
     def __init__(self, store: Store, outbox: Outbox, adapters: Mapping[str, Adapter],
                  agents: AgentPool, *, turn_timeout: float, max_attempts: int, coalesce: bool,
-                 tasks: TaskSupervisor | None = None,
+                 tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
         self._outbox = outbox
@@ -74,7 +84,9 @@ class Router:
         self._idle.set()
         self._supervisor = tasks if tasks is not None else TaskSupervisor()
         self._answers = Answers(store, outbox)
+        self._dialogs = dialogs if dialogs is not None else Dialogs(store, outbox, 300.0)
         self._recording: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Task[None]] = set()
         self._outcomes: dict[str, int] = {}
         self._turn_seconds = Histogram()
 
@@ -133,6 +145,16 @@ class Router:
         await self._store.drop_queued(chat, ids)
         self._lanes.forget_if_idle(lane)
         return len(ids)
+
+    def stop_turn(self, chat: ChatRef) -> bool:
+        """Ask the agent to stop the chat's running turn, where its protocol can do that
+        without a restart (one person's /stop must not restart everyone's agent)."""
+        lane = self._lanes.get(chat.key)
+        turn = lane.turn if lane is not None else None
+        if turn is None or not turn.sent or not turn.worker.can_abort:
+            return False
+        turn.worker.cancel_turn(turn.session, f"/stop in chat {chat.key}")
+        return True
 
     def status(self, chat: ChatRef) -> ChatStatus:
         lane = self._lanes.get(chat.key)
@@ -196,12 +218,27 @@ class Router:
         if isinstance(event, Failure):
             await self._failed(turn, event)
             return
+        if isinstance(event, DialogRequest):
+            await self._ask(worker, turn, event)
+            return
         if turn is not None:
             self._end_turn(turn, Outcome.DONE)
             await self._progress.clear(turn.chat, Outcome.DONE)
             self._answers.settle(turn, ReplyKind.ANSWER, event.text, self._after_turn)
             return
         await self._unsolicited(event.session, event.text)
+
+    async def _ask(self, worker: Worker, turn: Turn | None, request: DialogRequest) -> None:
+        if turn is None:
+            # Nobody's turn is waiting for this answer: let the agent go on.
+            await worker.answer_dialog(request.request_id, DialogAnswer(cancelled=True))
+            return
+        turn.last_activity = self._clock()
+        try:
+            await self._dialogs.ask(turn, request)
+        except Exception:
+            log.exception("asking chat=%s failed; the agent hears 'cancelled'", turn.chat.key)
+            await worker.answer_dialog(request.request_id, DialogAnswer(cancelled=True))
 
     async def _failed(self, turn: Turn | None, event: Failure) -> None:
         if turn is None:
@@ -231,6 +268,9 @@ class Router:
             self._wake.set()
 
     def _end_turn(self, turn: Turn, outcome: Outcome) -> None:
+        if self._dialogs.asking(turn.chat) is not None:
+            keep(self._closing, self._dialogs.turn_ended(turn.session),
+                 f"dialogs-{turn.session}")
         bump(self._outcomes, outcome.value)
         if outcome is Outcome.DONE:
             self._turn_seconds.observe(self._clock() - turn.started)

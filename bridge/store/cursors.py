@@ -13,6 +13,10 @@ class CursorTable(Database):
         return str(row[0]) if row else None
 
     async def set_cursor(self, name: str, value: str) -> None:
+        """Set a cursor; an empty value removes it (finished work leaves no row behind)."""
+        if not value:
+            await self._all("DELETE FROM cursors WHERE name = ?", (name,))
+            return
         await self._all(
             "INSERT INTO cursors(name, value, updated_at) VALUES (?, ?, ?)"
             " ON CONFLICT(name) DO UPDATE SET value = excluded.value,"

@@ -1,5 +1,6 @@
 """The durable state: chats and their sessions, every inbound message until its reply is
-delivered, the outbox, platform cursors and access grants.
+delivered, the outbox, platform cursors, access grants and which agent worker serves a
+session.
 
 Each table group is a mixin over the one connection (`Database`) and can be read on its own;
 inbound messages and replies also create a chat's row through `chats.ensure_chat` when they
@@ -8,6 +9,7 @@ are the first thing a chat writes. Callers see a single `Store`.
 
 from __future__ import annotations
 
+from picobridge.store.affinity import AffinityTable
 from picobridge.store.chats import ChatTables
 from picobridge.store.connection import Database
 from picobridge.store.cursors import CursorTable
@@ -17,5 +19,6 @@ from picobridge.store.inbound import InboundTable
 from picobridge.store.replies import ReplyTable
 
 
-class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, Figures, Database):
+class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
+            Figures, Database):
     pass

@@ -15,6 +15,10 @@ Directives are whole words in a message's (attachment-expanded) content: ``#cras
 anything), ``#slow=N``, ``#slow-once=N``, ``#garbage``,
 ``#huge=N``, ``#unicode``, ``#double``, ``#later=N``, ``#stderr``, ``#error``, ``#tool``,
 ``#lone-surrogate`` (the answer carries a lone UTF-16 surrogate as a JSON escape).
+Hostile output: ``#nested=N`` (a line of N nested arrays first), ``#bad-utf8`` (invalid UTF-8
+inside the answer), ``#content-null`` / ``#content-object`` / ``#content-missing``,
+``#orphan-exit`` (once: start a grandchild in a session of its own that keeps our pipes open,
+then exit 3), ``#crash-after=N`` (once: exit 3 after N seconds of work).
 ``#crash``/``#hang`` act as soon as the line is read (even behind a busy turn); the others act
 when the message's turn comes (messages are worked one at a time, in arrival order).
 
@@ -31,6 +35,7 @@ import json
 import os
 import queue
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -279,6 +284,7 @@ class FakeAgent:
                 return
             with self.busy_lock:
                 self.busy += 1
+            record["_busy"] = True
             self.inbox.put(record)
         else:
             if isinstance(record, dict):
@@ -293,6 +299,37 @@ class FakeAgent:
                 }
             )
 
+    # -- hostile output -----------------------------------------------------------------------
+
+    def hostile(self, content: str, session: str) -> bool:
+        """Misbehave as asked; True when the turn has been answered (or will never be)."""
+        nested = number_arg(content, "nested")
+        if nested is not None:
+            depth = int(nested)
+            self.emit_bytes(b"[" * depth + b"]" * depth + b"\n")
+        crash_after = number_arg(content, "crash-after")
+        if crash_after is not None and self.first_time("crash-after", content):
+            time.sleep(crash_after)
+            self.exit(3, "crash-after directive")
+        if has_flag(content, "orphan-exit") and self.first_time("orphan-exit", content):
+            orphan = subprocess.Popen(["sleep", "600"], stdout=sys.stdout, stderr=sys.stderr,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+            self.journal({"event": "orphan", "orphan_pid": orphan.pid})
+            self.exit(3, "orphan-exit directive")
+        if has_flag(content, "bad-utf8"):
+            head = json.dumps({"type": "response", "session": session})[:-1]
+            self.emit_bytes(head.encode() + b', "content": "caf\xe9 \xff ok: ' +
+                            content.encode() + b'"}\n')
+            return True
+        for kind, value in (("null", None), ("object", {"a": 1}), ("missing", ...)):
+            if has_flag(content, f"content-{kind}"):
+                record: dict[str, Any] = {"type": "response", "session": session}
+                if value is not ...:
+                    record["content"] = value
+                self.emit(record)
+                return True
+        return False
+
     # -- work ---------------------------------------------------------------------------------
 
     def work_loop(self) -> None:
@@ -306,8 +343,14 @@ class FakeAgent:
                 self.journal({"event": "agent_exception", "error": repr(exc)})
                 self.emit({"type": "error", "message": str(exc), "code": "agent_error"})
             finally:
-                with self.busy_lock:
-                    self.busy -= 1
+                self.not_busy(record)
+
+    def not_busy(self, record: dict[str, Any]) -> None:
+        """The message counts as answered once, as soon as its answer is about to leave: a
+        ping read right after the answer is then never taken for one sent while busy."""
+        if record.pop("_busy", None):
+            with self.busy_lock:
+                self.busy -= 1
 
     def process(self, record: dict[str, Any]) -> None:
         content = message_content(record)
@@ -335,6 +378,8 @@ class FakeAgent:
 
         if has_flag(content, "error"):
             self.emit({"type": "error", "message": "agent exploded", "code": "agent_error"})
+            return
+        if self.hostile(content, session):
             return
 
         if has_flag(content, "tool"):
@@ -367,6 +412,7 @@ class FakeAgent:
             for junk in GARBAGE_LINES:
                 self.emit_bytes(junk)
         response = {"type": "response", "content": reply, "session": session}
+        self.not_busy(record)
         if has_flag(content, "lone-surrogate"):
             # Valid JSON, but it decodes to a str no UTF-8 encoder accepts.
             response["content"] = reply + " broken \ud800 half"

@@ -82,7 +82,8 @@ def test_unknown_key_names_key_and_file(tmp_path: Path) -> None:
 
 def test_unknown_environment_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICOBRIDGE_TELEGRAM__TOKNE", "x")
-    with pytest.raises(ConfigError, match=r"unknown key 'telegram.tokne'"):
+    with pytest.raises(ConfigError, match=r"unknown environment variable "
+                       r"PICOBRIDGE_TELEGRAM__TOKNE \(did you mean PICOBRIDGE_TELEGRAM__TOKEN\?\)"):
         load_settings(write(tmp_path, ""))
 
 

@@ -5,7 +5,13 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from picobridge.agent.framing import LineSplitter, decode_record, encode_record, read_lines
+from picobridge.agent.framing import (
+    LineSplitter,
+    OversizedLine,
+    decode_record,
+    encode_record,
+    read_lines,
+)
 
 # Text that would trip a Unicode-aware line splitter.
 tricky = st.text(alphabet=st.sampled_from(["a", "\u2028", "\u2029", "\r", "\x85", "\x0b",
@@ -41,13 +47,17 @@ def test_over_long_line_is_skipped_and_the_next_survives() -> None:
     out = splitter.feed(b"x" * 8)
     out += splitter.feed(b"y" * 8)  # now over the limit, without a newline yet
     out += splitter.feed(b"zzz\nok\n")
-    assert out == [b"ok"]
+    # The skipped line is reported in its place by its first bytes, then the next one.
+    assert out == [b"x" * 8, b"ok"]
+    assert isinstance(out[0], OversizedLine) and not isinstance(out[1], OversizedLine)
     assert splitter.oversized == 1
 
 
 def test_over_long_line_in_one_chunk_is_skipped() -> None:
     splitter = LineSplitter(max_line=4)
-    assert splitter.feed(b"123456\n12\n") == [b"12"]
+    out = splitter.feed(b"ab\n123456\n12\n")
+    assert out == [b"ab", b"123456", b"12"]
+    assert [isinstance(line, OversizedLine) for line in out] == [False, True, False]
 
 
 def test_line_at_the_limit_is_kept() -> None:

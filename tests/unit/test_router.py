@@ -85,6 +85,8 @@ class ScriptedAgent:
     hold: asyncio.Event | None = None
     entered: asyncio.Event = field(default_factory=asyncio.Event)
     name: str = "w1"
+    can_abort: bool = False
+    cancelled: list[tuple[str, str]] = field(default_factory=list)
 
     # AgentPool
     def start(self, listener: AgentListener) -> None: ...
@@ -110,6 +112,7 @@ class ScriptedAgent:
         self.restarted.set()
 
     def cancel_turn(self, session: str, reason: str) -> None:
+        self.cancelled.append((session, reason))
         self.restart(reason)
 
     async def next(self) -> AgentRequest:
@@ -436,3 +439,16 @@ async def test_a_late_retry_of_an_earlier_message_is_read_in_writing_order(rig: 
         rig.router.enqueue(stored)
     await rig.ready()
     assert (await rig.agent.next()).text == "m14\n\nm15\n\nm16\n\nm17\n\nm18"
+
+
+async def test_stop_aborts_the_running_turn_only_where_the_protocol_can(rig: Rig) -> None:
+    await rig.submit("a", "long job")
+    await rig.ready()
+    request = await rig.agent.next()
+    chat = ChatRef("test", "a")
+    assert rig.router.stop_turn(chat) is False  # picobot-like: no abort, no restart
+    assert rig.agent.cancelled == [] and rig.agent.restarts == []
+    rig.agent.can_abort = True
+    assert rig.router.stop_turn(chat) is True
+    assert rig.agent.cancelled == [(request.session, "/stop in chat test:a")]
+    assert rig.router.stop_turn(ChatRef("test", "idle")) is False

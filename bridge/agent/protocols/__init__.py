@@ -23,6 +23,8 @@ class ProtocolEntry:
 PROTOCOLS: dict[str, ProtocolEntry] = {
     "picobot-json": ProtocolEntry("picobridge.agent.protocols.picobot_json:PicobotDriver",
                                   ("picobot", "agent", "--json")),
+    "prime-rpc": ProtocolEntry("picobridge.agent.protocols.prime_rpc:PrimeRpcDriver",
+                               ("prime-agent", "--mode", "rpc")),
 }
 
 DEFAULT_PROTOCOL = "picobot-json"

@@ -10,7 +10,9 @@ then logged and dropped rather than pinned on the wrong chat).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import re
 from typing import Any, ClassVar
 
 from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
@@ -20,6 +22,8 @@ from picobridge.contract import Attachment
 log = logging.getLogger("picobridge.agent")
 
 SESSION_SCOPE = "json:"
+# The session of a response whose line is too long to parse, from the line's first bytes.
+_RESPONSE_SESSION = re.compile(rb'"session":"([^"\\]{1,200})"')
 
 _PROGRESS_KINDS = {
     "text_delta": "text",
@@ -114,6 +118,16 @@ class PicobotDriver(Driver):
     def shutdown_record(self) -> dict[str, Any] | None:
         return {"type": "shutdown"}
 
+    async def on_unreadable(self, head: bytes) -> None:
+        compact = head.replace(b" ", b"")
+        if b'"type":"response"' not in compact:
+            return  # progress or noise: the answer may still come
+        session = _RESPONSE_SESSION.search(compact)
+        named = session.group(1).decode("utf-8", "replace") if session else None
+        await self._dispatch(Failure(named.removeprefix(SESSION_SCOPE) if named else None,
+                                     "the agent's answer was too large to read (over 16 MiB)",
+                                     "too_large"))
+
     async def on_record(self, record: dict[str, Any]) -> None:
         event = decode(record)
         if event == "ready":
@@ -143,8 +157,4 @@ class PicobotDriver(Driver):
 
 
 def _stamped(event: AgentEvent, session: str) -> AgentEvent:
-    if isinstance(event, Reply):
-        return Reply(session, event.text)
-    if isinstance(event, Progress):
-        return Progress(session, event.kind, event.text, event.tool)
-    return Failure(session, event.message, event.code)
+    return dataclasses.replace(event, session=session)

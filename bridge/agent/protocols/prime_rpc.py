@@ -1,0 +1,334 @@
+"""prime-agent's JSONL/RPC mode (`prime-agent --mode rpc`, the pi coding agent's `pi --mode rpc`),
+see shared/seeds/prime-agent-rpc-protocol.md and the facts observed with the real program in
+shared/peers/prime-rpc-peer.md (where they differ, the program wins).
+
+- There is no ready record: an answered `get_state` is both the handshake and the health
+  probe (it is answered mid-turn). Requests carry ids; a response without one (a parse error,
+  an unknown command) is logged and never taken for another request's answer.
+- Every picobridge session is one session file, `<sessions dir>/<session>.jsonl`. Before a
+  turn the agent is switched to the chat's file when it is not the current one, never during
+  a turn (that would drop the running turn). A file the agent refuses is moved aside and the
+  chat starts afresh, with a word to the user.
+- The answer is the last assistant message's text at `agent_end`, except that a run ending in
+  an error may be retried by the agent itself (`auto_retry_start` follows at once): then the
+  retried run's end counts, and the error only if `auto_retry_end` says it failed.
+- One prompt at a time per process (the agent refuses a second one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import logging
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
+from picobridge.agent.port import AgentRequest, DialogRequest, Failure, Progress, Reply
+from picobridge.contract import Attachment, DialogAnswer, DialogKind
+
+log = logging.getLogger("picobridge.agent")
+
+# How long an error ending may wait for the agent's own retry to be announced.
+RETRY_NOTICE_WAIT = 2.0
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+_UI_IGNORED = frozenset({"setStatus", "setWidget", "setTitle", "set_editor_text"})
+
+
+class RequestFailed(Exception):
+    """The agent answered a request with success false."""
+
+
+def assistant_text(messages: Any) -> tuple[str, str | None, str | None]:
+    """The last assistant message's text, its stopReason and its errorMessage."""
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                parts = message.get("content")
+                text = "".join(p.get("text", "") for p in parts if isinstance(p, dict)
+                               and p.get("type") == "text" and isinstance(p.get("text"), str)
+                               ) if isinstance(parts, list) else ""
+                reason, error = message.get("stopReason"), message.get("errorMessage")
+                return (text, reason if isinstance(reason, str) else None,
+                        error if isinstance(error, str) else None)
+    return "", None, None
+
+
+class PrimeRpcDriver(Driver):
+    protocol: ClassVar[str] = "prime-rpc"
+    probes_while_busy: ClassVar[bool] = True
+    can_abort: ClassVar[bool] = True
+    sessions_portable: ClassVar[bool] = True
+
+    def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
+        super().__init__(io, emit, context)
+        self._ids = itertools.count(1)
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._sessions = context.settings.sessions_dir or context.state_dir / "agent-sessions"
+        self._current_file: str | None = None
+        self._turn: str | None = None  # the session whose prompt runs
+        self._notice: str | None = None  # said before the turn's answer (a refused file)
+        # A run that ended in an error waits here for the agent's own retry to be announced.
+        self._verdict: asyncio.Task[None] | None = None
+
+    # -- Driver ----------------------------------------------------------------------------
+
+    def running(self) -> frozenset[str]:
+        return frozenset({self._turn}) if self._turn is not None else frozenset()
+
+    async def handshake(self) -> None:
+        state = await self._request({"type": "get_state"})
+        current = state.get("data", {}).get("sessionFile")
+        self._current_file = current if isinstance(current, str) else None
+
+    async def probe(self) -> None:
+        await self._request({"type": "get_state"})
+
+    async def start_turn(self, request: AgentRequest) -> None:
+        self._turn = request.session
+        self._notice = None
+        try:
+            await self._switch_to(request.session)
+            record: dict[str, Any] = {"type": "prompt", "message": _prompt_text(request)}
+            images = await asyncio.to_thread(_images, request.attachments)
+            if images:
+                record["images"] = images
+            await self._request(record)
+        except RequestFailed as exc:
+            await self._end(Failure(request.session, str(exc), "refused"))
+        except BaseException:
+            self._turn = None
+            raise
+
+    async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
+        response: dict[str, Any] = {"type": "extension_ui_response", "id": request_id}
+        if answer.cancelled:
+            response["cancelled"] = True
+        elif answer.confirmed is not None:
+            response["confirmed"] = answer.confirmed
+        else:
+            response["value"] = answer.value or ""
+        await self._io.write(response)
+
+    async def abort(self, session: str) -> None:
+        if self._turn == session:
+            await self._request({"type": "abort"})
+
+    async def on_record(self, record: dict[str, Any]) -> None:
+        kind = record.get("type")
+        if kind == "response":
+            self._answered(record)
+        elif kind == "extension_ui_request":
+            await self._ui_request(record)
+        elif self._turn is not None:
+            await self._turn_event(kind, record)
+
+    async def on_unreadable(self, head: bytes) -> None:
+        if self._turn is not None and b'"agent_end"' in head.replace(b" ", b""):
+            await self._end(Failure(self._turn, "the agent's answer was too large to read "
+                                                "(over 16 MiB)", "too_large"))
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def _request(self, record: dict[str, Any]) -> dict[str, Any]:
+        request_id = f"pb-{next(self._ids)}"
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = waiter
+        try:
+            await self._io.write({"id": request_id, **record})
+            response = await waiter
+        finally:
+            self._pending.pop(request_id, None)
+        if response.get("success") is not True:
+            error = response.get("error")
+            raise RequestFailed(error if isinstance(error, str) and error
+                                else f"the agent refused {record['type']}")
+        return response
+
+    def _answered(self, record: dict[str, Any]) -> None:
+        request_id = record.get("id")
+        waiter = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if waiter is None:
+            # A parse error or an unknown command carries no id: it answers nobody.
+            log.warning("worker %s: agent response to no request of ours (%s): %.300s",
+                        self._context.worker, record.get("command"), record.get("error"))
+            return
+        if not waiter.done():
+            waiter.set_result(record)
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def _switch_to(self, session: str) -> None:
+        path = str((self._sessions / f"{session}.jsonl").absolute())
+        if self._current_file == path:
+            return
+        try:
+            await self._request({"type": "switch_session", "sessionPath": path})
+        except RequestFailed as exc:
+            # Its history cannot be used (pi refuses a file whose working directory is gone):
+            # keep it aside for the operator and start afresh, rather than a stuck chat.
+            aside = f"{path}.refused-{int(time.time())}"
+            await asyncio.to_thread(_move_aside, path, aside)
+            log.warning("worker %s: the agent refused session file %s (%s); moved to %s",
+                        self._context.worker, path, str(exc).splitlines()[0], aside)
+            await self._request({"type": "switch_session", "sessionPath": path})
+            self._notice = ("⚠️ The agent could not open this conversation's history, so it "
+                            "starts afresh.")
+        self._current_file = path
+
+    # -- a turn's events -------------------------------------------------------------------
+
+    async def _turn_event(self, kind: Any, record: dict[str, Any]) -> None:
+        session = self._turn
+        assert session is not None
+        progress = _progress(kind, record)
+        if progress is not None:
+            await self._emit(Progress(session, *progress))
+        if kind in ("agent_start", "auto_retry_start"):
+            self._cancel_verdict()
+        elif kind == "auto_retry_end" and record.get("success") is False:
+            final = record.get("finalError")
+            error = final if isinstance(final, str) else "the agent gave up retrying"
+            await self._end(Failure(session, error, "retry_failed"))
+        elif kind == "agent_end":
+            await self._run_ended(session, record.get("messages"))
+
+    async def _run_ended(self, session: str, messages: Any) -> None:
+        text, reason, error = assistant_text(messages)
+        if reason == "error":
+            # The agent may retry by itself; its auto_retry_start follows at once.
+            self._cancel_verdict()
+            self._verdict = asyncio.create_task(
+                self._no_retry(session, error or "the model failed"), name="rpc-verdict")
+            return
+        if reason == "aborted":
+            await self._end(Reply(session, f"{text}\n\n_(stopped)_" if text.strip()
+                                  else "_(stopped)_"))
+            return
+        await self._end(Reply(session, text))
+
+    async def _no_retry(self, session: str, error: str) -> None:
+        await asyncio.sleep(RETRY_NOTICE_WAIT)
+        self._verdict = None  # this task ends the turn: it must not cancel itself
+        await self._end(Failure(session, error, "model_error"))
+
+    def _cancel_verdict(self) -> None:
+        if self._verdict is not None:
+            self._verdict.cancel()
+            self._verdict = None
+
+    async def _end(self, event: Reply | Failure) -> None:
+        self._cancel_verdict()
+        if self._turn != event.session:
+            return
+        self._turn = None
+        if self._notice and isinstance(event, Reply):
+            event = Reply(event.session, f"{self._notice}\n\n{event.text}")
+        self._notice = None
+        await self._emit(event)
+
+    # -- extension UI ----------------------------------------------------------------------
+
+    async def _ui_request(self, record: dict[str, Any]) -> None:
+        method, ui_id = record.get("method"), record.get("id")
+        if method in _UI_IGNORED:
+            return  # status lines and widgets of a terminal UI: nothing to show in a chat
+        if method == "notify":
+            message = record.get("message")
+            if self._turn is not None and isinstance(message, str):
+                await self._emit(Progress(self._turn, "status", message))
+            return
+        if not isinstance(ui_id, str):
+            return
+        request = _dialog(self._turn, ui_id, method, record)
+        if request is None:
+            # Nobody to ask (no turn runs) or a kind of dialog unknown here: the extension hears
+            # "cancelled" at once rather than blocking its agent.
+            log.info("worker %s: agent dialog %s cancelled: nobody to ask",
+                     self._context.worker, method)
+            await self._io.write({"type": "extension_ui_response", "id": ui_id,
+                                  "cancelled": True})
+            return
+        await self._emit(request)
+
+
+def _dialog(session: str | None, ui_id: str, method: Any,
+            record: dict[str, Any]) -> DialogRequest | None:
+    if session is None or method not in {k.value for k in DialogKind}:
+        return None
+
+    def text(key: str) -> str:
+        value = record.get(key)
+        return value if isinstance(value, str) else ""
+
+    options = record.get("options")
+    timeout = record.get("timeout")
+    return DialogRequest(
+        session, ui_id, DialogKind(method), text("title"), text("message") or text("placeholder"),
+        tuple(str(o) for o in options) if isinstance(options, list) else (), text("prefill"),
+        timeout / 1000 if isinstance(timeout, int | float) and timeout > 0 else None)
+
+
+def _progress(kind: Any, record: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(kind, text, tool) of a progress event, or None."""
+    if kind == "message_update":
+        event = record.get("assistantMessageEvent")
+        if isinstance(event, dict) and isinstance(event.get("delta"), str):
+            if event.get("type") == "text_delta":
+                return "text", event["delta"], ""
+            if event.get("type") == "thinking_delta":
+                return "reasoning", event["delta"], ""
+        return None
+    tool = record.get("toolName")
+    tool = tool if isinstance(tool, str) else ""
+    if kind == "tool_execution_start":
+        return "tool_start", "", tool
+    if kind == "tool_execution_end":
+        return "tool_done", "", tool
+    if kind == "auto_retry_start":
+        attempt, most = record.get("attempt"), record.get("maxAttempts")
+        return "status", f"The model failed; trying again ({attempt} of {most})…", ""
+    if kind == "compaction_start":
+        return "status", "Compacting the conversation's memory…", ""
+    return None
+
+
+def _prompt_text(request: AgentRequest) -> str:
+    blocks = []
+    for att in request.attachments:
+        if att.content is not None:
+            blocks.append(f"[Attachment: {att.name}]\n{att.content}\n[/Attachment]\n\n")
+        elif not _is_image(att):
+            details = f"size: {att.size} bytes, " if att.size is not None else ""
+            blocks.append(f"[Attachment: {att.name}] The user sent a file that was saved to "
+                          f"{att.path} ({details}type: {att.mime or 'unknown'})\n\n")
+    return "".join(blocks) + request.text
+
+
+def _is_image(att: Attachment) -> bool:
+    return att.content is None and att.path is not None and (att.mime or "").startswith("image/")
+
+
+def _images(attachments: tuple[Attachment, ...]) -> list[dict[str, str]]:
+    images = []
+    for att in attachments:
+        if not _is_image(att) or att.path is None:
+            continue
+        try:
+            data = Path(att.path).read_bytes()
+        except OSError as exc:
+            log.warning("image %s could not be read for the agent: %s", att.name, exc.strerror)
+            continue
+        if len(data) <= MAX_IMAGE_BYTES:
+            images.append({"type": "image", "data": base64.b64encode(data).decode("ascii"),
+                           "mimeType": att.mime or "image/png"})
+    return images
+
+
+def _move_aside(path: str, aside: str) -> None:
+    source = Path(path)
+    if source.exists():
+        source.rename(aside)
+

@@ -1,0 +1,68 @@
+"""The contract between the bridge and the chat platforms.
+
+An adapter knows its platform and nothing of the agent; the bridge knows the agent and nothing
+of any platform. They meet here: one normalised inbound message type, one outgoing reply type,
+progress events, the `Adapter` base class a platform implements, the `Platform` the registry
+knows it by, and the `BridgeLink` the bridge hands to every adapter. Adapters import nothing
+else from the bridge.
+"""
+
+from picobridge.contract.adapter import (
+    Adapter,
+)
+from picobridge.contract.commands import (
+    BRIDGE_COMMANDS,
+    BridgeCommand,
+    listed_commands,
+)
+from picobridge.contract.dialogs import (
+    Dialog,
+    DialogAnswer,
+    DialogKind,
+)
+from picobridge.contract.errors import (
+    DeliveryError,
+    StorageUnavailable,
+)
+from picobridge.contract.link import (
+    BridgeLink,
+)
+from picobridge.contract.messages import (
+    Attachment,
+    ChatRef,
+    InboundMessage,
+    Outcome,
+    OutgoingReply,
+    ProgressEvent,
+    ProgressKind,
+    ReplyKind,
+    SubmitResult,
+    scrub_surrogates,
+)
+from picobridge.contract.platform import (
+    Platform,
+)
+
+__all__ = [
+    "BRIDGE_COMMANDS",
+    "Adapter",
+    "Attachment",
+    "BridgeCommand",
+    "BridgeLink",
+    "ChatRef",
+    "DeliveryError",
+    "Dialog",
+    "DialogAnswer",
+    "DialogKind",
+    "InboundMessage",
+    "Outcome",
+    "OutgoingReply",
+    "Platform",
+    "ProgressEvent",
+    "ProgressKind",
+    "ReplyKind",
+    "StorageUnavailable",
+    "SubmitResult",
+    "listed_commands",
+    "scrub_surrogates",
+]

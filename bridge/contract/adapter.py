@@ -1,0 +1,51 @@
+"""The base class a platform's adapter implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from picobridge.contract.link import BridgeLink
+from picobridge.contract.messages import ChatRef, Outcome, OutgoingReply, ProgressEvent
+
+
+class Adapter(ABC):
+    """A chat platform. Subclasses set `platform` and implement the abstract methods."""
+
+    platform: ClassVar[str]
+
+    @abstractmethod
+    async def start(self, bridge: BridgeLink) -> None:
+        """Connect and begin feeding messages to `bridge.submit`; return once running."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Stop taking messages and release connections. Must be safe to call twice."""
+
+    @abstractmethod
+    async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
+        """Deliver one reply. Raise DeliveryError when it did not reach the platform."""
+
+    async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
+        """Show that the agent works (typing, a reaction, streamed text). Optional.
+
+        Called inline while the agent's output is read: return quickly and do slow platform
+        calls in the adapter's own tasks.
+        """
+        return None
+
+    async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
+        """The turn ended (before its reply is sent): stop any progress display. Optional."""
+        return None
+
+    async def verify(self) -> str:
+        """Check the credentials against the platform for `picobridge check`.
+
+        Returns a short description (e.g. the bot's name); raises on failure with a message
+        that never contains a secret.
+        """
+        return "ok"
+
+    def connected(self) -> bool:
+        """Whether the platform connection is currently up (health and watchdog)."""
+        return True

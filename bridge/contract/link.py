@@ -1,0 +1,71 @@
+"""What the bridge offers an adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
+
+from picobridge.contract.dialogs import DialogAnswer
+from picobridge.contract.messages import ChatRef, InboundMessage, SubmitResult
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+class BridgeLink(Protocol):
+    """What the bridge offers an adapter."""
+
+    async def submit(self, message: InboundMessage) -> SubmitResult:
+        """Record a message durably (returns only after the commit) and queue it for the agent."""
+        ...
+
+    async def is_allowed(self, platform: str, user_id: str) -> bool:
+        """Whether this user may reach the agent. `submit` checks this itself; adapters ask
+        first only to avoid fetching what a stranger sent (file downloads)."""
+        ...
+
+    async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
+        """Replace the text of a message that is still waiting for its turn (edits)."""
+        ...
+
+    async def knows_chat(self, chat: ChatRef) -> bool:
+        """Whether the bridge already holds a conversation for this chat (e.g. a thread)."""
+        ...
+
+    async def get_cursor(self, name: str) -> str | None: ...
+
+    async def set_cursor(self, name: str, value: str) -> None: ...
+
+    def connection_changed(self, platform: str, connected: bool) -> None:
+        """Adapters report their platform connection state (health, watchdog)."""
+        ...
+
+    def http_app(self) -> web.Application | None:
+        """The daemon's local HTTP server (`http.listen`), None when it is off.
+
+        Adapters that receive webhooks (a platform's HTTP or webhook mode) add their
+        routes in `start`; the server begins listening after every adapter has started.
+        """
+        ...
+
+    def fatal(self, platform: str, reason: str) -> None:
+        """The platform refused us for good (revoked token, another poller): stop the daemon
+        with a non-zero exit so the service manager shows it. `reason` must hold no secret."""
+        ...
+
+    def keep_running(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        """Run a long-lived loop (a poller, a socket reader) under the bridge's supervision:
+        if `loop()` raises or returns, the exception is logged with `name` and the loop is
+        started again after a backoff; one that keeps failing makes the daemon unhealthy
+        (and withholds systemd's watchdog keep-alives). Names are unique per daemon."""
+        ...
+
+    async def answer_dialog(self, dialog_id: str, chat: ChatRef, user_id: str,
+                            answer: DialogAnswer) -> str | None:
+        """A person answered a question with a button. Returns the answer as the question
+        should now show it (buttons off), or None when it does not count: the question is
+        closed or unknown, was asked in another chat, or the person is not allowed."""
+        ...
+
+    async def stop_running(self, name: str) -> None:
+        """Stop a loop started with `keep_running` for good (the adapter is stopping)."""
+        ...

@@ -1,0 +1,60 @@
+"""A platform as the registry knows it before (or without) starting it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from picobridge.contract.adapter import Adapter
+
+if TYPE_CHECKING:
+    from picobridge.config.settings import Settings
+
+class Platform(ABC):
+    """A platform as the rest of picobridge knows it before (or without) starting it: its
+    config section, who may talk to the bot, how its user ids look, and how to build its
+    adapter. Importing it must stay cheap; the platform's libraries load in `adapter()`.
+
+    A new platform is one package under adapters/ with a Platform subclass, plus one line in
+    adapters/registry.py.
+    """
+
+    name: ClassVar[str]
+    # The pydantic model of its config section, `[<name>]`.
+    section: ClassVar[type[Any]]
+    # systemd credential file name -> key in its section (`LoadCredential=<file>:...`).
+    credentials: ClassVar[Mapping[str, str]] = {}
+    # A user id as operators see it, for help texts (`access allow <name>:<example>`).
+    user_example: ClassVar[str] = "12345"
+    # The key that turns it on, for "no platform is enabled" (e.g. "<name>.token").
+    enable_hint: ClassVar[str] = ""
+
+    @abstractmethod
+    def active(self, section: Any) -> bool:
+        """Whether the configuration turns this platform on."""
+
+    @abstractmethod
+    def allowed_users(self, section: Any) -> frozenset[str]:
+        """The user ids the config file lets in."""
+
+    def user_id_problem(self, user_id: str) -> str | None:
+        """Why `user_id` cannot be one of this platform's user ids (None when it can)."""
+        return None if user_id.strip() == user_id and user_id else "an empty or padded id"
+
+    def needs_listener(self, section: Any) -> str | None:
+        """What of this section needs the local HTTP listener (`http.listen`), if anything."""
+        return None
+
+    def secrets(self, section: Any) -> list[str]:
+        """Every secret in the section, for the log redaction filter."""
+        found = []
+        for name in type(section).model_fields:
+            value = getattr(section, name)
+            if hasattr(value, "get_secret_value"):
+                found.append(str(value.get_secret_value()))
+        return found
+
+    @abstractmethod
+    def adapter(self, settings: Settings) -> Adapter:
+        """Build the adapter (the settings enable this platform)."""

@@ -1,0 +1,165 @@
+"""Questions the agent asks while it works on a chat's message, and their answers.
+
+A question is stored and sent like any reply (kind QUESTION, in order with the chat's other
+replies) with its `Dialog` attached for platforms that show buttons. It is answered by a
+button (`answer`) or by the next message in that chat (`typed`), only in the chat whose turn
+asked and only by a person allowed to talk to the agent (intake checks that). Unanswered, it
+is cancelled after the agent's own timeout or `bridge.dialog_timeout`; when the turn ends
+meanwhile it is simply closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+from dataclasses import dataclass
+
+from picobridge.agent.port import DialogRequest, Worker
+from picobridge.contract import ChatRef, Dialog, DialogAnswer, DialogKind, ReplyKind
+from picobridge.core.outbox import Outbox
+from picobridge.core.turns import Turn
+from picobridge.store import Store
+
+log = logging.getLogger("picobridge.dialogs")
+
+CANCEL_WORDS = frozenset({"/cancel", "cancel"})
+YES = frozenset({"y", "yes", "ok", "okay", "sure", "confirm", "true", "1"})
+NO = frozenset({"n", "no", "nope", "deny", "false", "0"})
+
+
+@dataclass(eq=False)
+class _Open:
+    dialog: Dialog
+    chat: ChatRef
+    session: str
+    worker: Worker
+    request_id: str
+    expiry: asyncio.Task[None] | None = None
+
+
+class Dialogs:
+    def __init__(self, store: Store, outbox: Outbox, timeout: float) -> None:
+        self._store = store
+        self._outbox = outbox
+        self._timeout = timeout
+        self._open: dict[str, _Open] = {}
+        self._by_chat: dict[str, str] = {}
+        # Unguessable ids: a button's callback data must not name another chat's question.
+        self._prefix = secrets.token_hex(4)
+        self._numbers = itertools.count(1)
+
+    async def ask(self, turn: Turn, request: DialogRequest) -> None:
+        """Put the agent's question to the chat of `turn`."""
+        dialog = Dialog(f"{self._prefix}{next(self._numbers)}", request.kind,
+                        request.title, request.message, request.options, request.prefill)
+        previous = self._by_chat.get(turn.chat.key)
+        if previous is not None:
+            await self._close(previous, DialogAnswer(cancelled=True), tell_agent=True)
+        entry = _Open(dialog, turn.chat, turn.session, turn.worker, request.request_id)
+        self._open[dialog.id] = entry
+        self._by_chat[turn.chat.key] = dialog.id
+        limit = min(self._timeout, request.timeout) if request.timeout else self._timeout
+        entry.expiry = asyncio.create_task(self._expire(dialog.id, limit),
+                                           name=f"dialog-{dialog.id}")
+        stored = await self._store.add_reply(
+            turn.chat, ReplyKind.QUESTION, question_text(dialog),
+            session_id=turn.session, reply_to=turn.messages[-1].reply_to)
+        self._outbox.deliver(stored, dialog=dialog)
+        log.info("agent asks chat=%s: %s dialog %s", turn.chat.key, dialog.kind.value,
+                 dialog.id)
+
+    def asking(self, chat: ChatRef) -> Dialog | None:
+        dialog_id = self._by_chat.get(chat.key)
+        return self._open[dialog_id].dialog if dialog_id is not None else None
+
+    async def answer(self, dialog_id: str, chat: ChatRef,
+                     answer: DialogAnswer) -> str | None:
+        entry = self._open.get(dialog_id)
+        if entry is None or entry.chat != chat:
+            return None
+        return await self._close(dialog_id, answer, tell_agent=True)
+
+    async def typed(self, chat: ChatRef, text: str) -> str | None:
+        """The chat's next message, taken as the answer to its open question; None when no
+        question is open there. Returns what to tell the person."""
+        dialog_id = self._by_chat.get(chat.key)
+        if dialog_id is None:
+            return None
+        dialog = self._open[dialog_id].dialog
+        answer = parse_answer(dialog, text)
+        if answer is None:
+            return f"Please answer the question first. {how_to_answer(dialog)}"
+        shown = await self._close(dialog_id, answer, tell_agent=True)
+        return f"✓ Answer sent: {shown}"
+
+    async def turn_ended(self, session: str) -> None:
+        """The turn that asked is over: its questions no longer wait for anyone."""
+        for dialog_id in [d for d, e in self._open.items() if e.session == session]:
+            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=False)
+
+    async def stop(self) -> None:
+        for dialog_id in list(self._open):
+            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=False)
+
+    async def _expire(self, dialog_id: str, after: float) -> None:
+        await asyncio.sleep(after)
+        entry = self._open.get(dialog_id)
+        if entry is not None:
+            log.info("dialog %s in chat=%s got no answer in %.0fs: cancelled", dialog_id,
+                     entry.chat.key, after)
+            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=True,
+                              expired=True)
+
+    async def _close(self, dialog_id: str, answer: DialogAnswer, *, tell_agent: bool,
+                     expired: bool = False) -> str:
+        entry = self._open.pop(dialog_id)
+        if self._by_chat.get(entry.chat.key) == dialog_id:
+            del self._by_chat[entry.chat.key]
+        if entry.expiry is not None and not expired:
+            entry.expiry.cancel()
+        if tell_agent:
+            await entry.worker.answer_dialog(entry.request_id, answer)
+        return answer.describe()
+
+
+def parse_answer(dialog: Dialog, text: str) -> DialogAnswer | None:
+    """A typed answer, or None when it does not fit the question."""
+    cleaned = text.strip()
+    if cleaned.lower() in CANCEL_WORDS:
+        return DialogAnswer(cancelled=True)
+    if dialog.kind is DialogKind.CONFIRM:
+        word = cleaned.lower().rstrip(".!")
+        if word in YES:
+            return DialogAnswer(confirmed=True)
+        if word in NO:
+            return DialogAnswer(confirmed=False)
+        return None
+    if dialog.kind is DialogKind.SELECT:
+        if cleaned.isdigit() and 1 <= int(cleaned) <= len(dialog.options):
+            return DialogAnswer(value=dialog.options[int(cleaned) - 1])
+        matches = [o for o in dialog.options if o.lower() == cleaned.lower()]
+        return DialogAnswer(value=matches[0]) if matches else None
+    return DialogAnswer(value=text)
+
+
+def how_to_answer(dialog: Dialog) -> str:
+    if dialog.kind is DialogKind.CONFIRM:
+        return "Reply yes or no (or cancel)."
+    if dialog.kind is DialogKind.SELECT:
+        return "Reply with the number of your choice (or cancel)."
+    return "Reply with your answer (or cancel)."
+
+
+def question_text(dialog: Dialog) -> str:
+    parts = [f"❓ **{dialog.title}**" if dialog.title else "❓ The agent asks:"]
+    if dialog.message:
+        parts.append(dialog.message)
+    if dialog.options:
+        parts.append("\n".join(f"{n}. {option}" for n, option in enumerate(dialog.options, 1)))
+    if dialog.kind is DialogKind.EDITOR and dialog.prefill:
+        parts.append(f"```\n{dialog.prefill}\n```")
+    parts.append(f"_{how_to_answer(dialog)}_")
+    return "\n\n".join(parts)
+
