@@ -74,9 +74,9 @@ def listening() -> None:
         outcome.ran = True
 
 
-def _unreadable(where: str, reason: str) -> None:
-    log.warning("a Slack %s was skipped and acknowledged: %s (content not logged)", where,
-                reason)
+def _unreadable(where: str, reason: str, acknowledged: bool = True) -> None:
+    log.warning("a Slack %s was skipped%s: %s (content not logged)", where,
+                " and acknowledged" if acknowledged else "", reason)
 
 
 class Dispatcher:
@@ -136,9 +136,10 @@ class Dispatcher:
             else "the envelope id is not text"
         if problem is None:
             return
-        _unreadable("Socket Mode envelope", problem)
+        ackable = isinstance(envelope_id, str) and bool(envelope_id)
+        _unreadable("Socket Mode envelope", problem, acknowledged=ackable)
         message.pop("payload", None)
-        if isinstance(envelope_id, str) and envelope_id:
+        if ackable:
             await client.send_socket_mode_response({"envelope_id": envelope_id})
 
     async def socket_request(self, client: AsyncBaseSocketModeClient,
