@@ -1,4 +1,10 @@
-"""Streamed drafts waiting for their answers: per chat, in turn order, each for its own answer.
+"""Streamed drafts: the text a turn streams (`DraftText`), and drafts waiting for their answers
+per chat, in turn order, each for its own answer (`DraftQueue`).
+
+A model may stream its answer in hundreds of thousands of tiny deltas. Each delta must cost
+the same small amount however long the answer already is, or one long answer holds up every
+other chat: `DraftText` appends without copying, joins only when a draft is shown (at most
+once per edit interval), and keeps no more than a draft can show.
 
 With streaming on, a turn's answer is shown while it is written, in a draft message that the
 final answer then replaces. The agent may finish a chat's next turn before the outbox has
@@ -25,6 +31,50 @@ from picobridge.adapters.common.tasks import TaskSet
 from picobridge.contract import DeliveryError, OutgoingReply
 
 D = TypeVar("D")
+
+# Parts appended before they are joined into one string: keeps the list of a long stream of
+# one-character deltas short without joining on every delta.
+_JOIN_EVERY = 4096
+
+
+class DraftText:
+    """The text a turn has streamed so far, up to `cap` characters.
+
+    A draft shows the start of the answer (the final answer replaces it), so text past what
+    one message can show is not kept: memory stays bounded and each render has a bounded
+    input. `cut` tells whether text was dropped, for the draft to say it goes on.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._parts: list[str] = []
+        self._length = 0
+        self.cut = False
+        # Bumped by every change, so a flush can tell whether there is anything new to show.
+        self.version = 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    def add(self, delta: str) -> None:
+        room = self._cap - self._length
+        if room <= 0 or not delta:
+            self.cut = self.cut or bool(delta)
+            return
+        if len(delta) > room:
+            delta = delta[:room]
+            self.cut = True
+        self._parts.append(delta)
+        self._length += len(delta)
+        self.version += 1
+        if len(self._parts) >= _JOIN_EVERY:
+            self._parts = ["".join(self._parts)]
+
+    def text(self) -> str:
+        """All the kept text, joined once and remembered until the next delta."""
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,17 @@ messages in that thread reach the agent without a new mention because the bridge
 thread (BridgeLink.knows_chat). In channels nothing else is read.
 
 Events and slash commands (acknowledgement after the commit, per-conversation order, the
-command syntax) are handled in slack_inbound.
+command syntax, storage outages) are handled in inbound.py; what bolt's result means for the
+acknowledgement, and payloads that do not parse, in dispatch.py.
 
-Around this module: slack_events (which events are messages, pure), slack_inbound (events and
-commands to the bridge), slack_files (downloads), slack_send (replies), slack_progress
-(reactions, status, streaming), slack_client (Web API).
+Long-lived loops (the Socket Mode watch, the retry of messages waiting for the database, the
+media clean-up) run under the daemon's supervision (BridgeLink.keep_running): a loop that
+dies is logged and restarted, and one that keeps dying makes the daemon unhealthy.
+
+Around this module: events (which events are messages, pure), shapes (which payloads can be
+read at all, pure), inbound (events and commands to the bridge), held (messages waiting for
+the database), dispatch (bolt and the acknowledgement), socketmode (the Socket Mode client),
+files (downloads), send (replies), progress (reactions, status, streaming), client (Web API).
 """
 
 from __future__ import annotations
@@ -22,12 +28,10 @@ import contextlib
 import functools
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
-from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.middleware.authorization.async_single_team_authorization import (
     AsyncSingleTeamAuthorization,
@@ -45,11 +49,13 @@ from picobridge.adapters.slack.client import (
     identify,
     web_client,
 )
+from picobridge.adapters.slack.dispatch import Dispatcher, NotYet, listening
 from picobridge.adapters.slack.events import PLATFORM
 from picobridge.adapters.slack.files import SlackFiles
 from picobridge.adapters.slack.inbound import SlackInbound
 from picobridge.adapters.slack.progress import SlackProgress
 from picobridge.adapters.slack.send import SlackSender
+from picobridge.adapters.slack.socketmode import SocketLink
 from picobridge.contract import (
     Adapter,
     BridgeLink,
@@ -69,8 +75,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("picobridge.slack")
 
 CONNECT_WAIT = 10.0  # start() returns after this even if Socket Mode is not up yet
-MONITOR_INTERVAL = 2.0
 RETRY_FIRST = 2.0  # first wait before trying to reach Slack again after a failed start
+# The adapter's loops under the daemon's supervision (names are unique per daemon).
+LOOP_SOCKET = "slack-socket-watch"
+LOOP_HELD = "slack-held-messages"
+LOOP_MEDIA = "slack-media-cleanup"
+# Bolt's logger, and the Socket Mode SDK's: without one bolt copies the root level onto its
+# loggers, overriding the cap setup_logging puts on "slack_bolt"; at DEBUG they would log
+# whole payloads.
+BOLT_LOGGER = "slack_bolt.picobridge"
 
 
 class SlackAdapter(Adapter):
@@ -83,7 +96,9 @@ class SlackAdapter(Adapter):
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
         self._app: AsyncApp | None = None
-        self._socket: AsyncSocketModeHandler | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._socket: SocketLink | None = None
+        self._loops: list[str] = []
         self._sender: SlackSender | None = None
         self._progress: SlackProgress | None = None
         self._inbound: SlackInbound | None = None
@@ -108,13 +123,16 @@ class SlackAdapter(Adapter):
                            self._policy, functools.partial(file_info, client))
         self._inbound = SlackInbound(s, bridge, client, files, self._progress, self._tasks)
         self._app = self._make_app(client)
+        secret = s.signing_secret.get_secret_value() if s.signing_secret else None
+        self._dispatcher = Dispatcher(self._app, secret)
         if s.mode == "http":
             http = bridge.http_app()
             if http is None:
                 bridge.fatal(PLATFORM, "slack.mode = 'http' needs http.listen")
                 return
-            http.router.add_post(s.events_path, self._http_events)
-        self._tasks.spawn(self._policy.cleanup_forever(), name="slack-media-cleanup")
+            http.router.add_post(s.events_path, self._dispatcher.http)
+        self._keep(LOOP_HELD, self._inbound.held.retry_forever)
+        self._keep(LOOP_MEDIA, self._policy.cleanup_forever)
         try:
             await self._go_online()
         except SlackAuthError as exc:
@@ -155,29 +173,26 @@ class SlackAdapter(Adapter):
             except Exception as exc:
                 log.warning("Slack still not reachable (%s)", exc.__class__.__name__)
 
+    def _keep(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        assert self._bridge is not None
+        self._bridge.keep_running(name, loop)
+        self._loops.append(name)
+
     async def _open_socket(self) -> None:
-        assert self._app is not None and self._client is not None
+        assert self._dispatcher is not None and self._client is not None
         assert self._settings.app_token is not None
-        self._socket = AsyncSocketModeHandler(
-            self._app, self._settings.app_token.get_secret_value(), web_client=self._client)
-        # Not reported by the task set: a failure within CONNECT_WAIT is raised here instead.
-        connecting = self._tasks.spawn(
-            self._socket.connect_async(),  # type: ignore[no-untyped-call]
-            name="slack-connect", report=False)
+        self._socket = SocketLink(self._settings.app_token.get_secret_value(), self._client,
+                                  self._dispatcher, logging.getLogger(BOLT_LOGGER),
+                                  self._set_connected)
+        connecting = self._socket.connect()
         done, _ = await asyncio.wait({connecting}, timeout=CONNECT_WAIT)
         if done:
-            connecting.result()
+            connecting.result()  # a failure within CONNECT_WAIT is raised here
             self._set_connected(True)
         else:
             log.warning("Socket Mode connection not up after %.0fs; still trying", CONNECT_WAIT)
             connecting.add_done_callback(_log_late_failure)
-        self._tasks.spawn(self._monitor_socket(), name="slack-monitor")
-
-    async def _monitor_socket(self) -> None:
-        while self._socket is not None and not self._stopped:
-            await asyncio.sleep(MONITOR_INTERVAL)
-            with contextlib.suppress(Exception):
-                self._set_connected(await self._socket.client.is_connected())
+        self._keep(LOOP_SOCKET, self._socket.watch)
 
     def _set_connected(self, up: bool) -> None:
         self._connected = up
@@ -188,9 +203,11 @@ class SlackAdapter(Adapter):
         if self._stopped:
             return
         self._stopped = True
+        if self._bridge is not None:
+            for name in self._loops:
+                await self._bridge.stop_running(name)
         if self._socket is not None:
-            with contextlib.suppress(Exception):
-                await self._socket.close_async()  # type: ignore[no-untyped-call]
+            await self._socket.close()
         if self._progress is not None:
             await self._progress.settle(2.0)
             await self._progress.close()
@@ -226,9 +243,7 @@ class SlackAdapter(Adapter):
         s = self._settings
         secret = s.signing_secret.get_secret_value() if s.signing_secret else ""
         app = AsyncApp(
-            # Without a logger bolt copies the root level onto its loggers, overriding the cap
-            # setup_logging puts on "slack_bolt"; at DEBUG it would log whole payloads.
-            logger=logging.getLogger("slack_bolt.picobridge"),
+            logger=logging.getLogger(BOLT_LOGGER),
             name="picobridge", client=client, signing_secret=secret,
             process_before_response=True,
             request_verification_enabled=s.mode == "http",
@@ -246,20 +261,15 @@ class SlackAdapter(Adapter):
                 with contextlib.suppress(Exception):
                     middleware.auth_test_result = as_response(self._client, auth_test)
 
-    async def _http_events(self, request: web.Request) -> web.StreamResponse:
-        assert self._app is not None
-        response = await self._app.async_dispatch(await to_bolt_request(request))
-        if response.status == 401:
-            log.warning("refused a request to %s: bad or stale Slack signature", request.path)
-        return await to_aiohttp_response(response)
-
     async def _on_event(self, body: dict[str, Any], ack: Any) -> None:
-        # Returning normally lets bolt acknowledge; raising makes it answer 500 / not ack,
-        # so Slack sends the event again.
+        # Returning normally lets bolt acknowledge; raising makes it answer 5xx / not ack,
+        # so Slack sends the event again (dispatch.py).
+        listening()
         await self.handle_event(body)
         await ack()
 
     async def _on_command(self, body: dict[str, Any], ack: Any) -> None:
+        listening()
         answer = await self.handle_command(body)
         if answer is None:
             await ack()
@@ -271,14 +281,14 @@ class SlackAdapter(Adapter):
     async def handle_event(self, body: dict[str, Any]) -> None:
         """Process one Events API payload; returns once it is safe to acknowledge."""
         if self._inbound is None:
-            raise RuntimeError("Slack adapter is not ready for events yet")
+            raise NotYet("the Slack adapter is not ready for events yet")
         await self._inbound.event(body)
 
     async def handle_command(self, body: dict[str, Any]) -> str | None:
         """A slash command; returns an ephemeral answer for Slack, or None when the bridge
         answers in the DM."""
         if self._inbound is None:
-            raise RuntimeError("Slack adapter is not ready for commands yet")
+            raise NotYet("the Slack adapter is not ready for commands yet")
         return await self._inbound.command(body)
 
     # -- outbound ----------------------------------------------------------------------------

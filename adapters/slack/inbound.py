@@ -14,6 +14,15 @@ file. A file that takes longer than Slack's 3 s to download delays that ack: Sla
 redelivers, the copy waits for the original and is then recognised, and the file is
 downloaded once.
 
+Storage outages. While the bridge cannot store (StorageUnavailable), an event is not
+acknowledged: Slack sends it again. The message as prepared is kept (held.py) and offered
+again by the adapter too, so an outage longer than Slack's retries loses nothing; the copy
+that comes second is recognised as stored. A slash command is answered with a short notice
+instead (Slack does not send commands again).
+
+Payloads that do not parse are screened before bolt (dispatch.py, shapes.py); `event` checks
+again, so whatever reaches it by another way is skipped the same way.
+
 Commands: `/picobridge new|status|stop|help` (the name is slack.slash_command) in a DM with the
 bot, and `!new` etc. as text (slack.command_prefix) anywhere, both passed to the bridge as
 `/new`. Slash commands cannot be used inside threads, and a channel has no conversation of its
@@ -32,6 +41,7 @@ from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.slack.client import Recent
 from picobridge.adapters.slack.context import thread_context
+from picobridge.adapters.slack.dispatch import NotYet
 from picobridge.adapters.slack.events import (
     PLATFORM,
     Candidate,
@@ -42,12 +52,15 @@ from picobridge.adapters.slack.events import (
     ts_seconds,
 )
 from picobridge.adapters.slack.files import SlackFiles
+from picobridge.adapters.slack.held import HeldMessages
 from picobridge.adapters.slack.progress import SlackProgress
+from picobridge.adapters.slack.shapes import payload_problem
 from picobridge.contract import (
     Attachment,
     BridgeLink,
     ChatRef,
     InboundMessage,
+    StorageUnavailable,
     SubmitResult,
     listed_commands,
 )
@@ -56,6 +69,9 @@ if TYPE_CHECKING:
     from picobridge.adapters.slack.settings import SlackSettings
 
 log = logging.getLogger("picobridge.slack")
+
+STORAGE_DOWN_NOTICE = ("⚠️ I cannot take commands right now: my storage is unavailable. "
+                       "Please try again in a few minutes.")
 
 
 class SlackInbound:
@@ -70,6 +86,7 @@ class SlackInbound:
         self._serial = ChatSerial(tasks, name="slack-chat")
         self._seen_events = Recent()
         self._seen_messages = Recent()
+        self.held = HeldMessages(self._deliver, self._serial)
         # Who the bot is; known once auth.test answered. Events before that are refused
         # (not acknowledged), so Slack sends them again.
         self.me: Identity | None = None
@@ -78,7 +95,11 @@ class SlackInbound:
         """Process one Events API payload; returns once it is safe to acknowledge."""
         me = self.me
         if me is None:
-            raise RuntimeError("Slack adapter is not ready for events yet")
+            raise NotYet("the Slack adapter is not ready for events yet")
+        problem = payload_problem(body)
+        if problem is not None:
+            log.warning("a Slack event was skipped: %s (content not logged)", problem)
+            return
         event_id = body.get("event_id") if isinstance(body.get("event_id"), str) else None
         if event_id is not None and event_id in self._seen_events:
             return
@@ -100,14 +121,23 @@ class SlackInbound:
         await self._serial.run(found.chat.key, lambda: self._in_order(found, me, event_id))
 
     async def _in_order(self, found: Candidate, me: Identity, event_id: str | None) -> None:
+        if found.platform_message_id not in self._seen_messages:
+            # This chat's messages still waiting for the database go first (or this one
+            # waits too); this very message may be one of them.
+            await self.held.flush(found.chat.key)
         if found.platform_message_id in self._seen_messages:
             self._seen_events.add(event_id)
             return
         context = await self._earlier_in_thread(found, me)
         if context is None:
             return
-        await self._submit(found, context)
-        self._seen_messages.add(found.platform_message_id)
+        message = await self._prepare(found, context)
+        if message is not None:
+            try:
+                await self._deliver(message)
+            except StorageUnavailable:
+                self.held.hold(message)
+                raise
         self._seen_events.add(event_id)
 
     async def _earlier_in_thread(self, found: Candidate, me: Identity) -> str | None:
@@ -125,7 +155,9 @@ class SlackInbound:
         # Mentioned for the first time in a thread that ran without the bot.
         return await thread_context(self._client, me, found.channel, thread, found.ts)
 
-    async def _submit(self, found: Candidate, context: str) -> None:
+    async def _prepare(self, found: Candidate, context: str) -> InboundMessage | None:
+        """The message for the bridge (files fetched, thread context added), or None when
+        nothing is left to send."""
         text = found.text
         attachments: list[Attachment] = []
         notices: list[str] = []
@@ -140,18 +172,25 @@ class SlackInbound:
             self._tasks.spawn(self._notice(found.chat, f"⚠️ {notice}"), name="slack-notice")
         if not text and not attachments:
             if found.files:
-                return  # every file was refused, and the user was told why
+                self._seen_messages.add(found.platform_message_id)
+                return None  # every file was refused, and the user was told why
             if not context:
                 text = "/help"  # a bare @mention: say what the bot does rather than nothing
         if context and not text.startswith("/"):
             text = context + (text or "(I was mentioned without a question.)")
-        result = await self._bridge.submit(InboundMessage(
+        return InboundMessage(
             chat=found.chat, sender_id=found.user, text=text,
             platform_message_id=found.platform_message_id, sender_name=found.sender_name,
-            attachments=tuple(attachments), reply_to=found.ts, sent_at=ts_seconds(found.ts)))
-        log.debug("slack message %s -> %s", found.platform_message_id, result.value)
-        if result is SubmitResult.ACCEPTED:
-            self._progress.received(found.channel, found.ts)
+            attachments=tuple(attachments), reply_to=found.ts, sent_at=ts_seconds(found.ts))
+
+    async def _deliver(self, message: InboundMessage) -> None:
+        """Hand a prepared message to the bridge (StorageUnavailable: nothing was stored)."""
+        result = await self._bridge.submit(message)
+        log.debug("slack message %s -> %s", message.platform_message_id, result.value)
+        self._seen_messages.add(message.platform_message_id)
+        self.held.stored()
+        if result is SubmitResult.ACCEPTED and message.reply_to is not None:
+            self._progress.received(message.chat.chat_id, message.reply_to)
 
     async def _fetch(self, files: tuple[dict[str, Any], ...]
                      ) -> tuple[list[Attachment], list[str]]:
@@ -183,10 +222,13 @@ class SlackInbound:
             channel = str(opened["channel"]["id"])
         except Exception as exc:
             log.debug("conversations.open failed: %s", exc.__class__.__name__)
-        await self._bridge.submit(InboundMessage(
-            chat=ChatRef(PLATFORM, channel, None), sender_id=user, text=command,
-            platform_message_id=f"command:{body.get('trigger_id') or body.get('envelope_id')}",
-            sender_name=str(body.get("user_name") or "")))
+        try:
+            await self._bridge.submit(InboundMessage(
+                chat=ChatRef(PLATFORM, channel, None), sender_id=user, text=command,
+                platform_message_id=f"command:{body.get('trigger_id') or body.get('envelope_id')}",
+                sender_name=str(body.get("user_name") or "")))
+        except StorageUnavailable:
+            return STORAGE_DOWN_NOTICE
         return None
 
     async def _notice(self, chat: ChatRef, text: str) -> None:

@@ -3,7 +3,9 @@ thread status, and (optionally) the answer streamed into a message edited as it 
 
 The router calls in while it reads the agent's output, so nothing here waits for Slack: every
 call runs in a task this module owns. Failures are logged and forgotten, because progress is
-decoration and the reply itself travels through the outbox.
+decoration and the reply itself travels through the outbox. A streamed delta only appends to
+the turn's `DraftText`; one flush task per stream joins and renders it when an edit is due (at
+most once per STREAM_INTERVAL), so many tiny deltas cost time in proportion to their number.
 
 Reactions are kept as a wanted state per message (👀 while waiting, then ✅ or ❌) that one
 task per message brings Slack to, one call at a time, so a "done" never races the "eyes" it
@@ -26,7 +28,7 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from picobridge.adapters.common.drafts import DraftQueue
+from picobridge.adapters.common.drafts import DraftQueue, DraftText
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.slack.render import render_slack
 from picobridge.adapters.slack.send import StreamTarget, slack_error
@@ -36,6 +38,9 @@ log = logging.getLogger("picobridge.slack.progress")
 
 STREAM_INTERVAL = 1.0  # chat.update is Tier 3 (~50/min): one edit a second per thread is safe
 STREAM_PREVIEW = 3000
+# Streamed text kept for the preview (its first STREAM_PREVIEW characters, rendered): Markdown
+# markup takes room in the source, the rest would never be shown.
+STREAM_CAP = 2 * STREAM_PREVIEW
 THINKING = "is thinking…"
 RECEIPT_GRACE = 0.3  # seconds before 👀 appears on a message still waiting for its answer
 _KEEP_REACTIONS = 10_000  # messages whose reaction state is remembered
@@ -54,7 +59,7 @@ class _Reactions:
 @dataclass(slots=True)
 class _Stream:
     chat: ChatRef
-    text: str = ""
+    text: DraftText = field(default_factory=lambda: DraftText(STREAM_CAP))
     ts: str | None = None
     shown: str = ""
     last: float = 0.0
@@ -187,7 +192,10 @@ class SlackProgress:
             stream = self._streams[chat.key] = _Stream(chat)
         if stream.closed:
             return
-        stream.text += delta
+        version = stream.text.version
+        stream.text.add(delta)
+        if stream.text.version == version:
+            return  # past what the preview shows: nothing to edit
         if stream.task is None or stream.task.done():
             stream.task = self._tasks.spawn(self._flush_later(chat, stream),
                                             name="slack-stream")
@@ -200,11 +208,11 @@ class SlackProgress:
             async with stream.lock:
                 if stream.closed:
                     return
-                flushed = len(stream.text)
+                flushed = stream.text.version
                 await self._show(chat, stream, _preview(stream.text))
                 stream.last = time.monotonic()
             # Text that arrived while Slack was answering still has to be shown.
-            if len(stream.text) == flushed:
+            if stream.text.version == flushed:
                 return
 
     async def _show(self, chat: ChatRef, stream: _Stream, shown: str) -> None:
@@ -261,8 +269,8 @@ class SlackProgress:
         self._drafts.clear()
 
 
-def _preview(markdown: str) -> str:
-    chunks = render_slack(markdown, STREAM_PREVIEW)
+def _preview(text: DraftText) -> str:
+    chunks = render_slack(text.text(), STREAM_PREVIEW)
     if not chunks:
         return ""
-    return chunks[0] + (" …" if len(chunks) == 1 else "\n…")
+    return chunks[0] + (" …" if len(chunks) == 1 and not text.cut else "\n…")

@@ -2,7 +2,10 @@
 streamed into a message by throttled edits, optionally a short status of the tools in use.
 
 The router calls in inline while it reads the agent's output, so every method here returns at
-once; the Bot API calls run in tasks owned by `ProgressDisplay`.
+once; the Bot API calls run in tasks owned by `ProgressDisplay`. A streamed delta only appends
+to the turn's `DraftText` and marks its message changed: the text is joined and rendered when
+an edit is due, at most once per edit interval, so a stream of many tiny deltas costs time in
+proportion to their number and no other chat waits for it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,7 +21,7 @@ from telegram import Bot, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
 
-from picobridge.adapters.common.drafts import DraftQueue
+from picobridge.adapters.common.drafts import DraftQueue, DraftText
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.render import TelegramChunk, render_telegram, utf16_len
@@ -35,6 +39,9 @@ TYPING_GRACE = 0.5
 EDIT_INTERVAL_PRIVATE = 1.0
 EDIT_INTERVAL_GROUP = 3.0
 MAX_TOOLS_SHOWN = 3
+# Streamed text kept for a draft: a draft shows one message (LIMIT UTF-16 units, at most as
+# many characters) of the rendered answer, and Markdown markup takes room in the source.
+DRAFT_CAP = 2 * LIMIT
 
 
 def visible(text: str, limit: int = LIMIT) -> str:
@@ -47,13 +54,15 @@ def visible(text: str, limit: int = LIMIT) -> str:
     return cut + " …"
 
 
-def draft(markdown: str) -> TelegramChunk:
-    """Streamed Markdown so far, rendered like the answer will be, cut to one message."""
+def draft(markdown: str, more: bool = False) -> TelegramChunk:
+    """Streamed Markdown so far, rendered like the answer will be, cut to one message and
+    marked as going on when it was cut (or `more` of it was not kept)."""
     chunks = render_telegram(markdown, LIMIT - 2)
     if not chunks:
         return TelegramChunk("", ())
     first = chunks[0]
-    return TelegramChunk(first.text + " …", first.entities) if len(chunks) > 1 else first
+    return TelegramChunk(first.text + " …", first.entities) if len(chunks) > 1 or more \
+        else first
 
 
 def plain(text: str) -> TelegramChunk:
@@ -61,27 +70,29 @@ def plain(text: str) -> TelegramChunk:
 
 
 class LiveMessage:
-    """A message sent once and then edited to follow `set`, at most once per `interval`.
-    Rendering happens only when an edit is due, so a fast stream costs one render a second."""
+    """A message sent once and then edited to follow `source()`, at most once per `interval`.
+    `changed()` only marks an edit as due (one pending edit, whatever changed since, the latest
+    text wins); the source is read and rendered when the edit is made, so a fast stream costs
+    one render per edit, not one per delta."""
 
     def __init__(self, bot: Bot, tasks: TaskSet, target: Target,
                  reply: ReplyParameters | None, interval: float, scrub: Callable[[str], str],
+                 source: Callable[[], str],
                  render: Callable[[str], TelegramChunk] = plain) -> None:
         self._bot = bot
         self._target = target
         self._reply = reply
         self._interval = interval
         self._scrub = scrub
+        self._source = source
         self._render = render
-        self._wanted = ""
         self._shown: TelegramChunk | None = None
         self._wake = asyncio.Event()
         self._closed = asyncio.Event()
         self.message_id: int | None = None
         self.task = tasks.spawn(self._run(), name="telegram-live")
 
-    def set(self, text: str) -> None:
-        self._wanted = text
+    def changed(self) -> None:
         self._wake.set()
 
     def close(self) -> None:
@@ -99,7 +110,7 @@ class LiveMessage:
             self._wake.clear()
             if self._closed.is_set():
                 continue
-            chunk = self._render(self._wanted)
+            chunk = self._render(self._source())
             if not chunk.text.strip() or chunk == self._shown:
                 continue
             try:
@@ -161,10 +172,16 @@ class _Turn:
     reply: ReplyParameters | None = None
     message_ids: tuple[str, ...] = ()
     typing: asyncio.Task[None] | None = None
-    text: list[str] = field(default_factory=list)
+    text: DraftText = field(default_factory=lambda: DraftText(DRAFT_CAP))
     stream: LiveMessage | None = None
-    tools: list[str] = field(default_factory=list)
+    tools: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_TOOLS_SHOWN))
     status: LiveMessage | None = None
+
+    def draft(self, markdown: str) -> TelegramChunk:
+        return draft(markdown, more=self.text.cut)
+
+    def tools_line(self) -> str:
+        return f"🔧 {', '.join(self.tools)}…"
 
 
 class ProgressDisplay:
@@ -186,23 +203,24 @@ class ProgressDisplay:
         if turn is None:
             target = Target.of(chat)
             turn = self._turns[chat.key] = _Turn(target, target.chat_id > 0)
-        if event.message_ids:
+        if event.message_ids and event.message_ids != turn.message_ids:
             turn.reply = quote(event.message_ids[-1])
             turn.message_ids = event.message_ids
         if turn.typing is None or turn.typing.done():
             turn.typing = self._tasks.spawn(self._typing(turn.target),
                                             name=f"telegram-typing-{chat.key}")
         if event.kind is ProgressKind.TEXT and self._stream and event.text:
-            turn.text.append(event.text)
+            version = turn.text.version
+            turn.text.add(event.text)
             if turn.stream is None:
-                turn.stream = self._live(turn, draft)
-            turn.stream.set("".join(turn.text))
+                turn.stream = self._live(turn, turn.text.text, turn.draft)
+            if turn.text.version != version:
+                turn.stream.changed()
         elif event.kind is ProgressKind.TOOL_START and self._show_tools and event.tool:
             turn.tools.append(event.tool)
             if turn.status is None:
-                turn.status = self._live(turn)
-            shown = ", ".join(turn.tools[-MAX_TOOLS_SHOWN:])
-            turn.status.set(f"🔧 {shown}…")
+                turn.status = self._live(turn, turn.tools_line)
+            turn.status.changed()
 
     def clear(self, chat: ChatRef, outcome: Outcome) -> None:
         turn = self._turns.pop(chat.key, None)
@@ -241,10 +259,11 @@ class ProgressDisplay:
         self._turns.clear()
         self._drafts.clear()
 
-    def _live(self, turn: _Turn, render: Callable[[str], TelegramChunk] = plain) -> LiveMessage:
+    def _live(self, turn: _Turn, source: Callable[[], str],
+              render: Callable[[str], TelegramChunk] = plain) -> LiveMessage:
         interval = EDIT_INTERVAL_PRIVATE if turn.private else EDIT_INTERVAL_GROUP
         return LiveMessage(self._bot, self._tasks, turn.target, turn.reply, interval,
-                           self._scrub, render)
+                           self._scrub, source, render)
 
     async def _typing(self, target: Target) -> None:
         loop = asyncio.get_running_loop()

@@ -7,7 +7,8 @@ crashes, hangs, junk output, huge lines and odd Unicode without a real model.
 Run: ``python fake_picobot.py --state DIR [flags]``.  Flags: ``--no-ready``,
 ``--crash-on-start``, ``--ready-once``, ``--ready-delay=SECONDS``,
 ``--ignore-pings-while-busy``, ``--instant``, ``--journal``, ``--startup-stderr``,
-``--progress-session``.
+``--progress-session``, ``--delta-chars=N`` (stream every answer as text_deltas of N characters,
+many per write, as a fast model does; by default an answer streams in three deltas).
 
 Directives are whole words in a message's (attachment-expanded) content: ``#crash``,
 ``#crash-once``, ``#hang``, ``#hang-once``, ``#hang-after`` (answer once, then stop answering
@@ -150,6 +151,27 @@ class FakeAgent:
         if self.args.progress_session:
             record["session"] = session
         self.emit(record)
+
+    def stream_deltas(self, session: str, text: str, size: int) -> None:
+        """`text` as text_deltas of `size` characters. One write per ~64 KiB of records: a
+        write per record would make the fake, not the bridge, what a benchmark measures."""
+        if self.args.instant:
+            return
+        batch: list[bytes] = []
+        length = 0
+        for i in range(0, len(text), size):
+            record: dict[str, Any] = {"type": "progress", "event": "text_delta",
+                                      "text": text[i : i + size]}
+            if self.args.progress_session:
+                record["session"] = session
+            line = json.dumps(record, ensure_ascii=False).encode("utf-8", "replace") + b"\n"
+            batch.append(line)
+            length += len(line)
+            if length >= 1 << 16:
+                self.emit_bytes(b"".join(batch))
+                batch, length = [], 0
+        if batch:
+            self.emit_bytes(b"".join(batch))
 
     def journal(self, entry: dict[str, Any]) -> None:
         if not self.journal_on:
@@ -401,8 +423,11 @@ class FakeAgent:
         # Memory goes to disk before the reply leaves, so a kill right after it loses nothing.
         self.remember(key, content)
 
-        for piece in chunks(reply):
-            self.progress(session, event="text_delta", text=piece)
+        if self.args.delta_chars > 0:
+            self.stream_deltas(session, reply, self.args.delta_chars)
+        else:
+            for piece in chunks(reply):
+                self.progress(session, event="text_delta", text=piece)
         if has_flag(content, "garbage"):
             for junk in GARBAGE_LINES:
                 self.emit_bytes(junk)
@@ -449,6 +474,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--journal", action="store_true", help="keep the journal in --instant")
     parser.add_argument("--startup-stderr", action="store_true")
     parser.add_argument("--progress-session", action="store_true")
+    parser.add_argument("--delta-chars", type=int, default=0, metavar="N",
+                        help="stream answers as text_deltas of N characters (0: three deltas)")
     return parser.parse_args(argv)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from picobridge.contract import (
     SubmitResult,
     listed_commands,
 )
+from picobridge.supervision import TaskSupervisor
 from tests.fakes.slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack, PostedMessage
 
 
@@ -48,6 +49,7 @@ class StubBridge:
         self.fatals: list[str] = []
         self.connections: list[bool] = []
         self.app: web.Application | None = None
+        self.loops = TaskSupervisor()
 
     async def submit(self, message: InboundMessage) -> SubmitResult:
         self.calls += 1
@@ -83,6 +85,12 @@ class StubBridge:
 
     def fatal(self, platform: str, reason: str) -> None:
         self.fatals.append(reason)
+
+    def keep_running(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        self.loops.start(name, loop)
+
+    async def stop_running(self, name: str) -> None:
+        await self.loops.cancel(name)
 
 
 Make = Callable[..., "asyncio.Future[SlackAdapter]"]

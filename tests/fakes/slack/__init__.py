@@ -6,7 +6,9 @@ so the bridge is tested against the protocol rather than against mocks of the SD
 where Slack is strict for the requests picobridge makes (token types, revoked tokens, the
 message length limit, unknown channels, reactions, acks and redelivery), and scripts failures
 with the fault vocabulary of tests/fakes/server.py (fail_next, stall_next, set_flood,
-redeliver, revoke...), plus ``drop_socket_connections`` and ``send_disconnect``.
+redeliver, revoke...), plus ``drop_socket_connections`` and ``send_disconnect``, and for
+deliveries that do not parse ``send_payload`` (any Events API payload, redelivered like an
+event), ``send_raw_frame`` (any websocket text) and ``post_raw_http`` (any HTTP body).
 
 Typical use::
 

@@ -50,6 +50,14 @@ class SlackHttpMode(SlackEvents):
                                        "application/json", signing_secret, payload,
                                        timestamp=timestamp, extra_headers=extra)
 
+    async def post_raw_http(self, target_url: str, body: bytes, signing_secret: str | None, *,
+                            content_type: str = "application/json") -> HttpDelivery:
+        """POST any body (signed when a secret is given), e.g. one that does not parse."""
+        headers = {"Content-Type": content_type,
+                   **(self.sign(body, signing_secret) if signing_secret is not None else {})}
+        async with self.session().post(target_url, data=body, headers=headers) as resp:
+            return HttpDelivery(resp.status, await resp.text(), dict(resp.headers), {})
+
     async def post_slash_command_http(self, target_url: str, command: str, text: str,
                                       signing_secret: str, *, user: str = DEFAULT_USER,
                                       channel: str | None = None) -> HttpDelivery:

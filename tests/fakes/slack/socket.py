@@ -11,6 +11,7 @@ import json
 import secrets
 import time
 import uuid
+from typing import Any
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -206,6 +207,16 @@ class SlackSocketMode(SlackFiles):
         await self._deliver(envelope)
         return envelope
 
+    async def send_payload(self, payload: Any) -> JSON:
+        """Deliver any Events API payload as is, even one that does not parse (not an
+        object, an event without a channel...), redelivered while not acked like any event;
+        returns the envelope sent."""
+        event_id = payload.get("event_id") if isinstance(payload, dict) else None
+        state = EventState(event_id if isinstance(event_id, str) else self.next_id("Ev"),
+                           payload)
+        self._events[state.event_id] = state
+        return await self._send_attempt(state, 0, "")
+
     async def redeliver(self, event_id: str, reason: str = "timeout") -> JSON:
         """Deliver an event again even though it was acked (Slack's at-least-once duplicates)."""
         state = self._events[event_id]
@@ -218,6 +229,16 @@ class SlackSocketMode(SlackFiles):
                           "accepts_response_payload": accepts_response_payload}
         await self._deliver(envelope)
         return envelope
+
+    async def send_raw_frame(self, data: str) -> int:
+        """A text frame as is, to every live connection (what a broken proxy or a Slack bug
+        might send: not JSON, or JSON that is no envelope); returns how many got it."""
+        sent = 0
+        for conn in list(self._connections):
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await conn.ws.send_str(data)
+                sent += 1
+        return sent
 
     # ---- connection trouble ------------------------------------------------------------------
 

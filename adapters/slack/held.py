@@ -1,0 +1,106 @@
+"""Slack messages the bridge could not store yet (a locked, full or read-only database).
+
+Such a message is not acknowledged, so Slack sends it again; but Slack gives up after three
+retries (a few minutes), and an outage may last longer. The adapter therefore keeps what it
+already prepared (the text with its thread context, the downloaded files) and offers it to
+the bridge again itself, after a pause that grows while the outage lasts (cut short when
+another message gets stored: the database works again). Whichever gets it
+stored first, this retry or Slack's redelivery, the other finds it stored (the adapter's
+recent ids, then the store's dedupe on channel and ts), so it is answered once.
+
+A chat's held messages are offered before anything newer of that chat, in the chat's turn
+(ChatSerial), so its messages reach the agent in the order they were written. Memory is
+bounded: past MAX_HELD messages the oldest are left to Slack's redelivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.common.serial import ChatSerial
+from picobridge.contract import InboundMessage, StorageUnavailable
+
+log = logging.getLogger("picobridge.slack")
+
+MAX_HELD = 1000
+# While the database is locked every attempt waits out its busy timeout and holds up the
+# daemon's other writes, so retries start slow; Slack's own redeliveries come meanwhile.
+RETRY_FIRST = 5.0
+RETRY_CAP = 20.0
+
+
+class HeldMessages:
+    def __init__(self, deliver: Callable[[InboundMessage], Awaitable[None]],
+                 serial: ChatSerial) -> None:
+        """`deliver` submits one message (raising StorageUnavailable while the outage
+        lasts); `serial` is the chats' order of work that events go through too."""
+        self._deliver = deliver
+        self._serial = serial
+        self._held: OrderedDict[str, InboundMessage] = OrderedDict()
+        self._waiting = asyncio.Event()
+        self._stored = asyncio.Event()
+        self._dropped = False
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __contains__(self, platform_message_id: object) -> bool:
+        return platform_message_id in self._held
+
+    def hold(self, message: InboundMessage) -> None:
+        self._held[message.platform_message_id] = message
+        while len(self._held) > MAX_HELD:
+            self._held.popitem(last=False)
+            if not self._dropped:
+                log.warning("more than %d Slack messages wait for the database; the oldest "
+                            "are left to Slack's redelivery", MAX_HELD)
+                self._dropped = True
+        self._waiting.set()
+
+    def stored(self) -> None:
+        """A message was just stored: held ones need not wait out their pause."""
+        if self._held:
+            self._stored.set()
+
+    async def flush(self, chat_key: str) -> None:
+        """Offer the chat's held messages again, oldest first (call in the chat's turn);
+        raises StorageUnavailable while the database still refuses them."""
+        for message in [m for m in self._held.values() if m.chat.key == chat_key]:
+            try:
+                await self._deliver(message)
+            except StorageUnavailable:
+                raise
+            except Exception:
+                # Not the outage: a message that fails otherwise must not block its chat
+                # for good. Slack may still send it again.
+                self._held.pop(message.platform_message_id, None)
+                log.exception("a held Slack message failed and is let go: %s",
+                              message.platform_message_id)
+                raise
+            self._held.pop(message.platform_message_id, None)
+        if not self._held:
+            self._dropped = False
+
+    async def retry_forever(self) -> None:
+        """Offer held messages again until the database takes them (BridgeLink.keep_running
+        runs this)."""
+        backoff = Backoff(RETRY_FIRST, RETRY_CAP)
+        while True:
+            await self._waiting.wait()
+            self._stored.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stored.wait(), backoff.next())
+            try:
+                for key in dict.fromkeys(m.chat.key for m in self._held.values()):
+                    await self._serial.run(key, functools.partial(self.flush, key))
+            except StorageUnavailable:
+                continue
+            backoff.reset()
+            if not self._held:
+                self._waiting.clear()

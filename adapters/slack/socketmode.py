@@ -1,0 +1,118 @@
+"""Socket Mode: slack-sdk's client carries the websocket, dispatch.py decides what each envelope
+gets, and a watch loop under the daemon's supervision keeps the client alive.
+
+The SDK reconnects by itself after a dropped connection, but it has known ways of ending up
+connected to nothing for good (a reconnect failing half-way, its processing task gone:
+slack-sdk issues 1446 and 1110, where its authors advise replacing such a client). Then no
+event would ever arrive while everything looks up. `watch` (run by BridgeLink.keep_running,
+so its own death is logged, restarted and, when it persists, makes the daemon unhealthy)
+reports the connection state every MONITOR_INTERVAL and replaces the client when its
+processing task ended, or when it stayed disconnected for HEAL_AFTER seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.web.async_client import AsyncWebClient
+
+from picobridge.adapters.common.tasks import TaskSet
+from picobridge.adapters.slack.dispatch import Dispatcher
+
+log = logging.getLogger("picobridge.slack")
+
+MONITOR_INTERVAL = 2.0
+# The SDK reconnects within seconds and retries every PING_INTERVAL; a client disconnected
+# this long is no longer trying in a way that works.
+HEAL_AFTER = 60.0
+PING_INTERVAL = 10.0
+CLOSE_WAIT = 5.0
+
+
+class SocketLink:
+    def __init__(self, app_token: str, web: AsyncWebClient, dispatcher: Dispatcher,
+                 logger: logging.Logger, report: Callable[[bool], None]) -> None:
+        """`report(up)` hears the connection state; `logger` is the SDK's (capped: at debug
+        it would log whole payloads)."""
+        self._app_token = app_token
+        self._web = web
+        self._dispatcher = dispatcher
+        self._logger = logger
+        self._report = report
+        self._tasks = TaskSet(log)
+        self._client: SocketModeClient | None = None
+        self._down_since: float | None = None
+        self._closed = False
+
+    @property
+    def client(self) -> SocketModeClient | None:
+        return self._client
+
+    def _new_client(self) -> SocketModeClient:
+        client = SocketModeClient(app_token=self._app_token, logger=self._logger,
+                                  web_client=self._web, ping_interval=PING_INTERVAL)
+        client.message_listeners.append(self._dispatcher.screen)
+        client.socket_mode_request_listeners.append(self._dispatcher.socket_request)
+        return client
+
+    def connect(self) -> asyncio.Task[None]:
+        """Start a new client connecting (the SDK retries until it is up or closed)."""
+        client = self._client = self._new_client()
+        self._down_since = time.monotonic()
+        # Not reported by the task set: the caller judges the outcome (start, or watch).
+        connecting = client.connect()  # type: ignore[no-untyped-call]
+        return self._tasks.spawn(connecting, name="slack-connect", report=False)
+
+    async def watch(self) -> None:
+        """Report the connection and heal the client, forever."""
+        while not self._closed:
+            await asyncio.sleep(MONITOR_INTERVAL)
+            client = self._client
+            if client is None or self._closed:
+                continue
+            up = await client.is_connected()
+            self._report(up)
+            reason = self._broken(client, up)
+            if reason is not None:
+                log.warning("Socket Mode client %s; replacing it with a new connection", reason)
+                await self._replace()
+
+    def _broken(self, client: SocketModeClient, up: bool) -> str | None:
+        processor = client.message_processor
+        if processor is not None and processor.done():
+            return "stopped processing what Slack sends"
+        if up:
+            self._down_since = None
+            return None
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        if now - self._down_since >= HEAL_AFTER:
+            return f"disconnected for {now - self._down_since:.0f}s"
+        return None
+
+    async def _replace(self) -> None:
+        old = self._client
+        self._client = None
+        if old is not None:
+            await _close(old)
+        if not self._closed:
+            self.connect()
+
+    async def close(self) -> None:
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None:
+            await _close(client)
+        await self._tasks.close()
+
+
+async def _close(client: SocketModeClient) -> None:
+    # A broken client may hang or fail while closing; it is being dropped either way.
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(client.close(), CLOSE_WAIT)  # type: ignore[no-untyped-call]
