@@ -153,7 +153,8 @@ class Intake:
         return await self._dialogs.answer(dialog_id, chat, answer)
 
     async def is_allowed(self, platform: str, user_id: str) -> bool:
-        return await self._access.allowed(platform, user_id)
+        async with self._storage.writing("checking access"):
+            return await self._access.allowed(platform, user_id)
 
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
         async with self._storage.writing("applying an edit"):

@@ -340,9 +340,10 @@ class Router:
         async def run() -> None:
             try:
                 await self._store.mark_dispatched(ids)
-            except Exception:
+            except Exception as exc:
                 # Only the attempt count is lost: the messages are answered all the same.
-                log.exception("recording a dispatch failed")
+                log.warning("recording a dispatch failed (%s: %s); only the attempt count is "
+                            "lost", exc.__class__.__name__, exc)
 
         keep(self._recording, run(), "record-dispatch")
 
