@@ -25,6 +25,27 @@ class Answers:
         self._store = store
         self._outbox = outbox
         self._settling: set[asyncio.Task[None]] = set()
+        # The last answer of each chat still on its way into the store.
+        self._last: dict[str, asyncio.Task[None]] = {}
+
+    def _in_order(self, chat: ChatRef, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Store a chat's answers in the order they came: one kept back by an outage must not
+        be overtaken by the chat's next one (its next turn may run meanwhile)."""
+        previous = self._last.get(chat.key)
+
+        async def run() -> None:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
+            await work
+
+        task = keep(self._settling, run(), name)
+        self._last[chat.key] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._last.get(chat.key) is done:
+                del self._last[chat.key]
+
+        task.add_done_callback(forget)
 
     def settle(self, turn: Turn, kind: ReplyKind, text: str,
                after: Callable[[Turn], None], *, status: str = "answered",
@@ -33,8 +54,7 @@ class Answers:
 
         The agent's output is read by one task per worker; committing each answer before
         reading the next would queue every chat's answer behind the others' round trips. (The
-        chat's next turn may start meanwhile; its answer is stored after this one, because
-        writes keep their order, and so is delivered after it.)
+        chat's next turn may start meanwhile; its answer is stored after this one.)
         """
         async def run() -> None:
             try:
@@ -44,7 +64,7 @@ class Answers:
             finally:
                 after(turn)
 
-        keep(self._settling, run(), f"settle-{turn.session}")
+        self._in_order(turn.chat, run(), f"settle-{turn.session}")
 
     def give_up(self, messages: list[StoredMessage], reason: str) -> None:
         last = messages[-1]
@@ -52,7 +72,7 @@ class Answers:
                   reason)
         text = (f"⚠️ Sorry, the agent failed {last.attempts} times on your message and I gave "
                 f"up ({reason}). Please try again later.")
-        keep(self._settling, self.commit(
+        self._in_order(last.chat, self.commit(
             last.chat, ReplyKind.ERROR, text, session_id=last.session_id,
             reply_to=last.reply_to, settles=messages, settle_status="failed", error=reason),
             f"give-up-{last.session_id}")
@@ -89,8 +109,10 @@ class Answers:
             await asyncio.gather(*pending, return_exceptions=True)
 
 
-def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None], name: str) -> None:
+def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None],
+         name: str) -> asyncio.Task[None]:
     """Run `work` in a task held in `tasks` until it is done (so it can be waited for)."""
     task = asyncio.create_task(work, name=name)
     tasks.add(task)
     task.add_done_callback(tasks.discard)
+    return task

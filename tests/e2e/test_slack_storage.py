@@ -8,12 +8,8 @@ leaves no ERROR line per event from the Slack side (the bridge logs the outage o
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
 import re
-import sqlite3
-import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +23,7 @@ from tests.e2e.slack_support import (
 )
 from tests.fakes.slack import FakeSlack
 from tests.harness import AgentJournal, Daemon
+from tests.storage_faults import fill, small_filesystem, write_lock
 
 ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"
 USERS = [ALICE, BOB, CAROL]
@@ -34,20 +31,6 @@ OUTAGE = r"cannot store \("
 RECOVERED = r"takes writes again"
 SLACK_ERRORS = re.compile(r" ERROR (picobridge\.slack|slack_bolt|slack_sdk)")
 
-
-@contextlib.asynccontextmanager
-async def write_lock(db: Path) -> AsyncIterator[None]:
-    """Another process's write transaction on the daemon's database, as a backup tool or a
-    second program would hold it."""
-    conn = sqlite3.connect(db, timeout=30, isolation_level=None, check_same_thread=False)
-    try:
-        # Waits (briefly) for a write of the daemon's that is under way.
-        await asyncio.to_thread(conn.execute, "BEGIN IMMEDIATE")
-        yield
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        conn.close()
 
 
 def while_down(fake: FakeSlack) -> list[dict[str, Any]]:
@@ -146,40 +129,10 @@ async def test_http_mode_answers_5xx_while_the_database_is_locked(tmp_path: Path
         assert_no_secrets(daemon, fake)
 
 
-@contextlib.contextmanager
-def small_disk(path: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of `size` mounted at `path` (the tests run as root), unmounted afterwards."""
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                   check=True)
-    try:
-        yield path
-    finally:
-        if subprocess.run(["umount", str(path)], check=False).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def fill(path: Path) -> int:
-    """Write to `path` until the disk is full; returns the bytes written."""
-    written = 0
-    block = b"\0" * 65536
-    with open(path, "wb", buffering=0) as out:
-        while True:
-            try:
-                written += out.write(block) or 0
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
-                break
-    # Whatever a partial block left is taken too, so not even a page is free.
-    with contextlib.suppress(OSError), open(path, "ab", buffering=0) as out:
-        while out.write(b"\0") == 1:
-            written += 1
-    return written
 
 
 async def test_full_disk_then_freed_every_message_answered_once(tmp_path: Path) -> None:
-    with small_disk(tmp_path / "state", "16m") as state:
+    with small_filesystem(tmp_path / "state", "16m") as state:
         async with FakeSlack(ack_timeout=1.0) as fake:
             async with Daemon(slack_config(tmp_path, fake, allowed_users=USERS)) as daemon:
                 await fake.wait_for_socket()

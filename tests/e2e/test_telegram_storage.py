@@ -5,19 +5,15 @@ can write again. None is skipped, none is confirmed to Telegram before it is sto
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
-import os
 import re
 import sqlite3
-import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 from tests.e2e.telegram_support import OTHER_USER, USER, assert_no_token, started, telegram_config
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon
+from tests.storage_faults import fill, small_filesystem
 
 TAG = re.compile(r"\bmsg-(\d{3})\b")
 HELD = r"cannot store Telegram updates \(.*\): they are held unconfirmed"
@@ -42,33 +38,6 @@ def send(fake: FakeTelegram, numbers: range) -> list[int]:
     return ids
 
 
-@contextlib.contextmanager
-def small_filesystem(path: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of `size` mounted at `path` (the tests run as root), unmounted afterwards."""
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                   check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
-
-
-def fill(path: Path) -> int:
-    """Write `path` until the filesystem is full, to the last byte; returns its size."""
-    written = 0
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        for chunk in (1 << 16, 1 << 12, 1):
-            while True:
-                try:
-                    written += os.write(fd, b"\0" * chunk)
-                except OSError as exc:
-                    assert exc.errno == errno.ENOSPC, exc
-                    break
-    finally:
-        os.close(fd)
-    return written
 
 
 async def test_a_full_disk_holds_messages_until_space_returns(tmp_path: Path) -> None:

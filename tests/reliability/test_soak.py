@@ -48,6 +48,7 @@ from picobridge.store import Store, StoredReply
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config
+from tests.storage_faults import fill, small_filesystem, write_lock
 from tests.unit.test_router import Recorder, ScriptedAgent
 
 SEED = 20240917
@@ -58,6 +59,11 @@ MAX_BURST = 6
 CRASHES = 8
 HANGS = 4
 KILL_AT = (0.25, 0.50, 0.75)
+# Storage faults while messages flow: another process holds the database's write lock past
+# the daemon's busy timeout, and later the disk under state_dir fills up; both pass.
+LOCK_AT, LOCK_HOLD = 0.38, 7.0
+FULL_AT, FULL_HOLD = 0.62, 5.0
+STATE_DISK = "64m"
 MAX_IN_FLIGHT = 4
 FLOOD_EVERY = 20
 FIVE_XX_EVERY = 200
@@ -387,6 +393,11 @@ def reap_orphaned_agents(journal: AgentJournal, state: Path) -> int:
 async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     started_at = time.monotonic()
+    with small_filesystem(tmp_path / "state", STATE_DISK) as state:
+        await _soak(tmp_path, state, rng, started_at)
+
+
+async def _soak(tmp_path: Path, state: Path, rng: random.Random, started_at: float) -> None:
     async with FakeTelegram() as telegram, FakeSlack() as slack:
         chats = make_chats(slack)
         total = len(chats) * PER_CHAT
@@ -425,11 +436,22 @@ async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path
                 for chat in chats
             ]
             kill_points: list[int] = []
-            for fraction in KILL_AT:
+            schedule = sorted([*((f, "kill") for f in KILL_AT), (LOCK_AT, "lock"),
+                               (FULL_AT, "full")])
+            for fraction, fault in schedule:
                 target = int(total * fraction)
-                await replies.wait(
-                    replies.reached(target), 240, f"{target} answers before a SIGKILL"
-                )
+                await replies.wait(replies.reached(target), 240,
+                                   f"{target} answers before the {fault}")
+                if fault == "lock":
+                    async with write_lock(state / "picobridge.db"):
+                        await asyncio.sleep(LOCK_HOLD)  # the fault is its duration
+                    continue
+                if fault == "full":
+                    filler = state / "filler"
+                    await asyncio.to_thread(fill, filler)
+                    await asyncio.sleep(FULL_HOLD)
+                    filler.unlink()
+                    continue
                 await daemons[-1].kill()
                 replies.catch_up()
                 kill_times.append(time.monotonic())
@@ -503,6 +525,10 @@ async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path
     )
     print(f"soak: Slack retried {sum(len(r) for r in retried.values())} messages whose "
           "acknowledgement a kill lost (their place in the order is not checked)")
+    outages = sum("cannot store" in line for line in logs)
+    kept = sum("storing the answer failed" in line for line in logs)
+    print(f"soak: storage: write lock held {LOCK_HOLD:g}s, disk full {FULL_HOLD:g}s -> "
+          f"{outages} outage lines, {kept} answers kept in memory until stored")
     print(f"soak: wall time {wall:.1f}s")
 
     assert not replies.foreign, replies.foreign[:10]
@@ -515,6 +541,7 @@ async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path
     # Each directive struck once (a crash just before a SIGKILL may cost no restart of its own).
     assert (crashes, hangs) == (CRASHES, HANGS)
     assert telegram_429 > 0 and slack_429 > 0
+    assert outages > 0, "the storage faults did not reach the daemon"
 
 
 # -- the race the soak found --------------------------------------------------------------------
