@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -452,3 +453,34 @@ async def test_stop_aborts_the_running_turn_only_where_the_protocol_can(rig: Rig
     assert rig.router.stop_turn(chat) is True
     assert rig.agent.cancelled == [(request.session, "/stop in chat test:a")]
     assert rig.router.stop_turn(ChatRef("test", "idle")) is False
+
+
+async def test_an_answer_kept_back_by_the_store_is_not_overtaken_by_the_next(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    from picobridge.core import answers
+
+    monkeypatch.setattr(answers, "STORE_RETRY_FIRST", 0.01)
+    real = rig.store.add_reply
+    refusals = asyncio.Event()
+    failures = 0
+
+    async def full_disk_once(*args: Any, **kwargs: Any) -> StoredReply:
+        nonlocal failures
+        if kwargs.get("settles") and kwargs["settles"][0].text == "first" and failures < 3:
+            failures += 1
+            refusals.set()
+            raise sqlite3.OperationalError("database or disk is full")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(rig.store, "add_reply", full_disk_once)
+    await rig.submit("x", "first")
+    await rig.ready()
+    first = await rig.agent.next()
+    await rig.event(Reply(first.session, "answer 1"))
+    await refusals.wait()
+    await rig.submit("x", "second")  # its turn runs while answer 1 is kept in memory
+    second = await rig.agent.next()
+    await rig.event(Reply(second.session, "answer 2"))
+    await rig.adapter.wait_sent(2)
+    assert [r.text for _, r in rig.adapter.sent] == ["answer 1", "answer 2"]
+    assert failures == 3
