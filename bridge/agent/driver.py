@@ -46,6 +46,9 @@ class Driver(ABC):
     probes_while_busy: ClassVar[bool] = False
     # Whether a running turn can be stopped without restarting the process.
     can_abort: ClassVar[bool] = False
+    # Turns one process takes at once, whatever agent.max_in_flight says (None: no limit of
+    # the protocol's own).
+    max_turns: ClassVar[int | None] = None
     # Whether a session can move between processes (the agent keeps it in a file the bridge
     # names) or lives in the one process that served it (its memory would be lost).
     sessions_portable: ClassVar[bool] = False

@@ -75,7 +75,11 @@ def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
         workers = [AgentWorker(f"w{i}", agent.command, agent, driver, settings.state_dir)
                    for i in range(1, agent.pool_size + 1)]
         weights = {}
-    return WorkerPool(workers, max_in_flight=agent.max_in_flight, weights=weights,
+    per_worker = min(agent.max_in_flight, driver.max_turns or agent.max_in_flight)
+    if per_worker < agent.max_in_flight:
+        log.info("agent.max_in_flight %d is more than %s takes: %d turn(s) per worker",
+                 agent.max_in_flight, agent.protocol, per_worker)
+    return WorkerPool(workers, max_in_flight=per_worker, weights=weights,
                       portable=driver.sessions_portable, assigned=assigned, on_assign=on_assign)
 
 

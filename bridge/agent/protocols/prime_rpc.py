@@ -61,6 +61,7 @@ class PrimeRpcDriver(Driver):
     probes_while_busy: ClassVar[bool] = True
     can_abort: ClassVar[bool] = True
     sessions_portable: ClassVar[bool] = True
+    max_turns: ClassVar[int | None] = 1  # the agent refuses a second prompt while one runs
 
     def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
         super().__init__(io, emit, context)
