@@ -17,12 +17,38 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """`pip wheel .` as an operator runs it: the wheel and everything pip printed."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--wheel-dir", str(out), str(REPO)], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir",
+                           str(out), str(REPO)], check=True, capture_output=True, text=True)
     [built] = out.glob("picobridge-*.whl")
-    return built
+    return built, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(build: tuple[Path, str]) -> Path:
+    return build[0]
+
+
+def test_building_the_wheel_warns_of_nothing(build: tuple[Path, str]) -> None:
+    _, output = build
+    assert "Successfully built picobridge" in output or "Saved" in output, output
+    assert "deprecated" not in output.lower(), output
+    assert "Warning" not in output, output
+
+
+def test_the_wheel_carries_the_license_and_its_metadata(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        meta = archive.read(metadata).decode()
+        [license_file] = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        text = archive.read(license_file).decode()
+    assert text.startswith("MIT License") and "Permission is hereby granted" in text
+    assert "License-Expression: MIT" in meta and "License-File: LICENSE" in meta
+    assert "Classifier: Programming Language :: Python :: 3.11" in meta
+    assert "Requires-Dist: pydantic<3,>=2.7" in meta
 
 
 def test_the_wheel_holds_only_the_picobridge_namespace(wheel: Path) -> None:
