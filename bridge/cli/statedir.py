@@ -52,14 +52,18 @@ def _owner(path: Path) -> int | None:
 def fix(path: Path, argv: Sequence[str]) -> str:
     """How to get past a permission problem at `path` (the state_dir or something in it)."""
     again = shlex.join(["picobridge", *argv])
+    me = _user(os.geteuid())
     elsewhere = ("or set state_dir (in the config, or PICOBRIDGE_STATE_DIR=...) to a folder "
-                 "you can write")
+                 f"{me} can write")
     existing = _nearest_existing(path)
     owner = _owner(existing)
+    if existing != path and not os.access(existing, os.X_OK):
+        return f"{existing} does not let {me} in; give {me} access to it, {elsewhere}"
     if existing == path and owner is not None and owner not in (0, os.geteuid()):
         return f"it belongs to {_user(owner)}: run `sudo -u {_user(owner)} {again}`, {elsewhere}"
-    me = _user(os.geteuid())
-    return f"create it for {me} (`sudo install -d -o {me} {path}`), {elsewhere}"
+    if existing == path and owner == os.geteuid():
+        return f"give yourself access (`chmod u+rwx {path}`), {elsewhere}"
+    return f"make it {me}'s (`sudo install -d -o {me} {path}`), {elsewhere}"
 
 
 def problem(path: Path, exc: OSError, argv: Sequence[str]) -> StateDirError:
