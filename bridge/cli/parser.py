@@ -101,9 +101,12 @@ def _sessions(commands: _Commands) -> None:
     listing.add_argument("--platform", choices=[*PLATFORMS, CONSOLE_CHAT.platform],
                          help="only this platform's chats")
     for action, summary, text in (
-            ("show", "one chat's sessions", "A chat's sessions, the current one marked."),
+            ("show", "one chat's sessions",
+             "Every session a chat has had, when each started and ended, the current one "
+             "marked. CHAT is a chat key or one of its session ids."),
             ("reset", "start a new session for a chat",
-             "Start a new session for a chat: the agent forgets the conversation.")):
+             "Start a new session for a chat, as /new does in the chat: the agent starts "
+             "afresh and the old session stays in the history.")):
         parser = nested.add(action, summary, text, f"""
             {action} telegram:123456789
             {action} console:local""")
@@ -125,8 +128,10 @@ def _access(commands: _Commands) -> None:
         `picobridge access`.""", "list")
     user_help = (f"platform:user_id, platform one of {', '.join(PLATFORMS)} "
                  "(e.g. telegram:12345 or slack:U0123ABCD)")
-    for action, text in (("allow", "Let a user talk to the agent."),
-                         ("deny", "Stop a user, even one the config allows.")):
+    for action, text in (("allow", "Let a user talk to the agent; a running daemon applies "
+                                   "it to their next message."),
+                         ("deny", "Stop a user, even one the config's allowed_users lists; "
+                                  "a running daemon applies it at once.")):
         parser = nested.add(action, f"{action} a user", text, f"""
             {action} telegram:123456789
             {action} slack:U0123ABCD""")
