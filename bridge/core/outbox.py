@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import deque
 from collections.abc import Mapping
 
 from picobridge.contract import Adapter, DeliveryError, OutgoingReply
-from picobridge.core.stats import OutboxStats, bump
+from picobridge.core.stats import Delivery, OutboxStats, bump
 from picobridge.store import Store, StoredReply
 
 log = logging.getLogger("picobridge.outbox")
@@ -24,6 +26,7 @@ log = logging.getLogger("picobridge.outbox")
 RETRY_FIRST = 1.0
 RETRY_CAP = 60.0
 RELOAD_AFTER = 5.0
+RECENT = 20  # deliveries and failures kept for the status page
 
 
 class Outbox:
@@ -43,9 +46,11 @@ class Outbox:
         self._sent: dict[str, int] = {}
         self._failed: dict[str, int] = {}
         self._rate_limited: dict[str, int] = {}
+        self._recent: deque[Delivery] = deque(maxlen=RECENT)
 
     def stats(self) -> OutboxStats:
-        return OutboxStats(dict(self._sent), dict(self._failed), dict(self._rate_limited))
+        return OutboxStats(dict(self._sent), dict(self._failed), dict(self._rate_limited),
+                           tuple(self._recent))
 
     async def start(self) -> None:
         for reply in await self._store.pending_replies():
@@ -144,6 +149,7 @@ class Outbox:
                 platform = reply.chat.platform
                 if exc.permanent:
                     bump(self._failed, platform)
+                    self._recent.append(Delivery(time.time(), reply.chat.key, False))
                     log.error("reply %d to %s failed permanently: %s", reply.id, reply.chat.key,
                               exc)
                     return True
@@ -157,4 +163,5 @@ class Outbox:
                 continue
             await self._store.mark_sent(reply.id)
             bump(self._sent, reply.chat.platform)
+            self._recent.append(Delivery(time.time(), reply.chat.key, True))
             return True
