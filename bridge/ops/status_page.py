@@ -106,7 +106,7 @@ def _recent(outbox: OutboxStats, now: float) -> str:
     rows = [[_cell(_clock(d.at)), _cell(_ago(d.at, now)), _cell(d.chat),
              f'<td class="state">{_badge("delivered" if d.delivered else "failed")}</td>']
             for d in reversed(outbox.recent)]
-    return _table(("when", "", "chat", "outcome"), rows, "Nothing delivered since the start.")
+    return _table(("when", "age", "chat", "outcome"), rows, "Nothing delivered since the start.")
 
 
 def _reasons(snap: HealthSnapshot) -> str:
