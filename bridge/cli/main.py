@@ -106,7 +106,7 @@ def _dispatch(invocation: Invocation) -> int:
     if command == "init":
         from picobridge.cli import init
 
-        return init.run(args.path, force=args.force)
+        return init.run(args.path or args.config, force=args.force)
     if command == "check":
         from picobridge.cli.check import run_check
 

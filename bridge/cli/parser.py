@@ -142,8 +142,8 @@ def _setup_commands(commands: _Commands) -> None:
     init = commands.add("init", "write a commented config file", """
         Write the commented example config (every key with its default, nothing enabled)
         readable by you only (mode 0600), and print the next steps. PATH defaults to
-        $PICOBRIDGE_CONFIG, else /etc/picobridge/config.toml for root, else
-        ./picobridge.toml.""", """
+        --config, else $PICOBRIDGE_CONFIG, else /etc/picobridge/config.toml for root, else
+        ./picobridge.toml. An existing file is kept unless --force.""", """
         init ./picobridge.toml
         init                (as root: /etc/picobridge/config.toml)""", options=False)
     init.add_argument("path", nargs="?", type=Path, metavar="PATH", help="where to write it")

@@ -117,6 +117,9 @@ async def test_init_writes_a_private_commented_config_once(tmp_path: Path) -> No
     elsewhere = tmp_path / "env.toml"
     code, out, _ = await run_cli("init", env={"PICOBRIDGE_CONFIG": str(elsewhere)})
     assert code == 0 and elsewhere.exists() and "picobridge chat --echo" in out
+    # The global --config names the file too.
+    code, _, _ = await run_cli("--config", str(tmp_path / "global.toml"), "init")
+    assert code == 0 and (tmp_path / "global.toml").read_bytes() == example_config()
 
 
 async def test_a_missing_agent_names_where_it_comes_from_and_echo(tmp_path: Path) -> None:
