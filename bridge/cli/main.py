@@ -78,13 +78,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return exit_codes.OK
     except Exception as exc:  # the last resort: one line, never a traceback on its own
-        return _unexpected(exc, invocation.secrets)
+        return _unexpected(exc, invocation)
 
 
-def _unexpected(exc: Exception, secrets: list[str]) -> int:
+def _unexpected(exc: Exception, invocation: Invocation) -> int:
+    """One line on stderr. The traceback goes to the log with log.level DEBUG, and always for
+    the daemon, whose log (the journal) is where an operator looks for it."""
+    secrets = invocation.secrets
     scrub = RedactingFormatter("%(message)s", secrets, journald=False)
     debugging = (logging.getLogger().isEnabledFor(logging.DEBUG)
-                 or os.environ.get("PICOBRIDGE_LOG__LEVEL", "").upper() == "DEBUG")
+                 or os.environ.get("PICOBRIDGE_LOG__LEVEL", "").upper() == "DEBUG"
+                 or invocation.args.command == "run")
     if debugging:
         if not logging.getLogger().handlers:
             setup_logging("DEBUG", secrets)

@@ -200,3 +200,11 @@ async def test_an_unforeseen_error_is_one_line_with_its_own_exit_code(tmp_path: 
     code, _, err = await run_cli("sessions", "list", "--config", str(config),
                                  env={"PICOBRIDGE_LOG__LEVEL": "DEBUG"})
     assert code == 70 and "Traceback" in err and "no such table: chats" in err
+    # The daemon always logs the traceback (its log is where an operator looks), then the line.
+    config = write_config(tmp_path, {"state_dir": str(tmp_path / "state"), "telegram": {
+        "token": "5123456789:AAFakeTokenForPicobridgeTests_x7Qv0Lk3Zp9",
+        "base_url": "http://127.0.0.1:9/bot"}})
+    code, _, err = await run_cli("run", "--echo", "--config", str(config))
+    assert code == 70 and "Traceback" in err
+    assert err.splitlines()[-1].startswith("picobridge: unexpected error: OperationalError")
+    assert "AAFake" not in err
