@@ -7,13 +7,13 @@ import asyncio
 import html
 import re
 import shutil
+import socket
 import struct
 import subprocess
 import urllib.request
 from pathlib import Path
 
 from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
-from tests.e2e.test_operations import free_port
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import AgentJournal, Daemon
 
@@ -21,6 +21,12 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--no-first-run"]
 SECRET_WORDS = "my bank pin is 4711"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def chromium() -> str:

@@ -54,7 +54,9 @@ def _copy_distribution(name: str, target: Path) -> None:
             shutil.copy2(source, target / file)
 
 
-def _dependencies() -> set[str]:
+def runtime_dependencies() -> set[str]:
+    """Every distribution a plain `pip install picobridge` brings (canonical names), from the
+    installed metadata."""
     seen: set[str] = set()
     todo: list[tuple[str, frozenset[str]]] = [("picobridge", frozenset())]
     while todo:
@@ -74,7 +76,7 @@ def _dependencies() -> set[str]:
 def dependencies_site() -> Path:
     """picobridge's runtime dependencies (not picobridge), copied where anyone may read."""
     site = shared_dir("pb-deps-") / "site"
-    for name in sorted(_dependencies()):
+    for name in sorted(runtime_dependencies()):
         _copy_distribution(name, site)
     for root, dirs, _ in os.walk(site):
         for name in dirs:

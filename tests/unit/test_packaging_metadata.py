@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import re
 import tomllib
-from importlib.metadata import distribution
 from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from tests.e2e.unprivileged import runtime_dependencies
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -30,24 +31,6 @@ def constraints() -> dict[str, str]:
             assert sep and re.fullmatch(r"[\w.+]+", version), f"not an exact pin: {line!r}"
             pins[canonicalize_name(name)] = version
     return pins
-
-
-def runtime_closure() -> set[str]:
-    """Every distribution a plain `pip install picobridge` brings, from installed metadata."""
-    seen: set[str] = set()
-    todo: list[tuple[str, frozenset[str]]] = [("picobridge", frozenset())]
-    while todo:
-        name, extras = todo.pop()
-        for text in distribution(name).requires or []:
-            req = Requirement(text)
-            if req.marker and not any(req.marker.evaluate({"extra": e})
-                                      for e in (extras or {""})):
-                continue
-            key = canonicalize_name(req.name)
-            if key not in seen:
-                seen.add(key)
-                todo.append((req.name, frozenset(req.extras)))
-    return seen
 
 
 def test_the_licence_is_an_spdx_expression_with_its_file() -> None:
@@ -73,7 +56,7 @@ def test_dependencies_are_compatible_ranges_and_pydantic_is_declared() -> None:
 
 def test_the_constraints_pin_every_installed_distribution_inside_the_ranges() -> None:
     pins = constraints()
-    missing = runtime_closure() - set(pins)
+    missing = runtime_dependencies() - set(pins)
     assert missing == set(), f"deploy/constraints.txt pins nothing for {sorted(missing)}"
     for name, req in requirements().items():
         assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} is outside {req}"
