@@ -9,8 +9,15 @@
 # --- build: wheels for picobridge and every dependency ------------------------------------
 FROM python:3.11-slim AS build
 WORKDIR /src
+# The dependencies first, from pyproject.toml's list at the versions deploy/constraints.txt
+# pins: this layer is rebuilt only when one of those two files changes, not on every code
+# change.
+COPY pyproject.toml deploy/constraints.txt ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > requirements.txt \
+    && pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.txt -c constraints.txt
+# Then picobridge itself.
 COPY . .
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 # --- runtime: only the installed wheels, no source tree, no build tools --------------------
 FROM python:3.11-slim
@@ -19,6 +26,12 @@ FROM python:3.11-slim
 # built and tested, and the bind mount keeps the wheel files themselves out of every layer.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index --find-links /wheels picobridge
+
+# tini as PID 1: it reaps the processes the agent leaves behind (a tool's orphans would stay
+# zombies under a PID 1 that does not wait for them) and passes SIGTERM on to picobridge.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tini \
+    && rm -rf /var/lib/apt/lists/*
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it and volume ownership is
 # predictable; its home is the state directory, where the agent may keep its own files.
@@ -50,5 +63,5 @@ HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
 
 # `run` shuts down cleanly on SIGTERM; Docker's default 10 s stop timeout is short for a turn
 # in flight: use `docker stop -t 60` / `stop_grace_period: 60s`.
-ENTRYPOINT ["picobridge"]
+ENTRYPOINT ["/usr/bin/tini", "--", "picobridge"]
 CMD ["run"]

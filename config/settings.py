@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from picobridge.contract import Platform
 
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
+SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
 ENV_PREFIX = "PICOBRIDGE_"
 
 
@@ -57,7 +58,9 @@ class CoreSettings(BaseSettings):
         case_sensitive=False,
     )
 
-    state_dir: Path = Path("/var/lib/picobridge")
+    # The model's default; the command line resolves an unset state_dir with
+    # `default_state_dir` (a user's own folder for users who cannot write this one).
+    state_dir: Path = SYSTEM_STATE_DIR
     agent: AgentSettings = Field(default_factory=AgentSettings)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
@@ -185,6 +188,34 @@ def default_config_path(environ: Mapping[str, str]) -> Path | None:
     if environ.get("PICOBRIDGE_CONFIG"):
         return Path(environ["PICOBRIDGE_CONFIG"])
     return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None
+
+
+def user_state_dir(environ: Mapping[str, str]) -> Path:
+    """$XDG_STATE_HOME/picobridge, else ~/.local/state/picobridge (XDG base directories)."""
+    xdg = environ.get("XDG_STATE_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "picobridge"
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".local" / "state" / "picobridge"
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None, euid: int | None = None) -> Path:
+    """Where state lives when no state_dir is configured: /var/lib/picobridge for root and for
+    whoever may write it (the service's own user), else the user's own state folder, so that
+    trying picobridge as a normal user needs no root and touches nothing of a service."""
+    environ = os.environ if environ is None else environ
+    euid = os.geteuid() if euid is None else euid
+    if euid == 0 or os.access(SYSTEM_STATE_DIR, os.W_OK | os.X_OK):
+        return SYSTEM_STATE_DIR
+    return user_state_dir(environ)
+
+
+def with_default_state_dir(settings: Settings,
+                           environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings with an unset state_dir resolved by `default_state_dir`."""
+    if "state_dir" in settings.model_fields_set:
+        return settings
+    return settings.model_copy(update={"state_dir": default_state_dir(environ)})
 
 
 def _unknown_keys(data: Mapping[str, Any], model: type[BaseModel], prefix: str = "") -> list[str]:

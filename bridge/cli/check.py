@@ -8,13 +8,21 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
 from picobridge.agent.probe import probe_agent
+from picobridge.agent.process import workdir
 from picobridge.agent.protocols import driver_class
-from picobridge.config.settings import ConfigError, Settings, load_settings
+from picobridge.cli import statedir
+from picobridge.cli.agent_hint import missing_agent
+from picobridge.cli.common import CliError
+from picobridge.config.settings import Settings, default_config_path
 from picobridge.ops.logs import RedactingFormatter
 from picobridge.store.schema import available_migrations
+
+if TYPE_CHECKING:
+    from picobridge.cli.main import Invocation
 
 
 class _Report:
@@ -31,11 +39,15 @@ class _Report:
         self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
 
 
-def _database(settings: Settings) -> tuple[bool, str]:
+def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
     try:
+        statedir.refuse_foreign(settings.state_dir, argv)
         return _database_file(settings)
+    except statedir.StateDirError as exc:
+        return False, str(exc)
     except OSError as exc:  # a state_dir this user cannot enter, say
-        return False, f"cannot look at {settings.db_path}: {exc.strerror or exc}"
+        return False, (f"cannot look at {settings.db_path}: {exc.strerror or exc}; "
+                       f"{statedir.fix(settings.state_dir, argv)}")
 
 
 def _database_file(settings: Settings) -> tuple[bool, str]:
@@ -71,7 +83,21 @@ def _database_file(settings: Settings) -> tuple[bool, str]:
                                                 if pending else "")
 
 
-async def _agents(report: _Report, settings: Settings) -> None:
+def _workdir_problem(settings: Settings, argv: list[str]) -> str | None:
+    """Why the agent's working directory cannot be made, before blaming the agent for it."""
+    try:
+        statedir.refuse_foreign(settings.state_dir, argv)
+        workdir(settings.agent, settings.state_dir)
+    except statedir.StateDirError:
+        return "not started (see database)"
+    except OSError as exc:
+        where = settings.agent.workdir or settings.state_dir / "workspace"
+        return (f"cannot create its working directory {where}: {exc.strerror or exc}; "
+                f"{statedir.fix(Path(where), argv)}")
+    return None
+
+
+async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
     """Start every worker's command once (concurrently: each may take ready_timeout)."""
     agent = settings.agent
     driver = driver_class(agent.protocol)
@@ -79,31 +105,37 @@ async def _agents(report: _Report, settings: Settings) -> None:
         commands = [(w.name or f"w{i}", w.command) for i, w in enumerate(agent.workers, 1)]
     else:
         commands = [("agent", agent.command)]
+    problem = _workdir_problem(settings, argv)
+    if problem is not None:
+        report.line("agent", None if problem.startswith("not started") else False, problem)
+        return
     results = await asyncio.gather(
         *(probe_agent(command, agent, driver, settings.state_dir, name)
           for name, command in commands), return_exceptions=True)
-    for (name, _), result in zip(commands, results, strict=True):
+    for (name, command), result in zip(commands, results, strict=True):
         label = "agent" if len(commands) == 1 else f"agent {name}"
         if isinstance(result, str):
             report.line(label, True, result)
-        elif isinstance(result, RuntimeError):
-            report.line(label, False, str(result))
-        else:
-            report.line(label, False, f"{result.__class__.__name__}: {result}")
+            continue
+        text = (str(result) if isinstance(result, RuntimeError)
+                else f"{result.__class__.__name__}: {result}")
+        hint = missing_agent(command)
+        report.line(label, False, text + (f"; {hint}" if hint else ""))
 
 
-async def run_check(config_path: Path | None) -> int:
+async def run_check(invocation: Invocation) -> int:
     report = _Report([])
     try:
-        settings = load_settings(config_path)
-    except ConfigError as exc:
-        report.line("config", False, str(exc))
-        return exit_codes.FAILURE
+        settings = invocation.settings()
+    except CliError as exc:
+        report.line("config", False, str(exc).removeprefix("config error: "))
+        return exc.code
     report.secrets(settings.secrets())
-    report.line("config", True, str(config_path or "defaults and environment"))
-    ok, text = _database(settings)
+    path = invocation.args.config or default_config_path(os.environ)
+    report.line("config", True, str(path or "defaults and environment"))
+    ok, text = _database(settings, invocation.argv)
     report.line("database", ok, text)
-    await _agents(report, settings)
+    await _agents(report, settings, invocation.argv)
 
     from picobridge.adapters.registry import enabled_platforms
 

@@ -193,6 +193,7 @@ class Signals:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self.stop_requested = asyncio.Event()
+        self.first: signal.Signals | None = None  # the signal that asked for the stop
         self._count = 0
 
     def install(self) -> None:
@@ -208,6 +209,7 @@ class Signals:
         self._count += 1
         if self._count == 1:
             log.info("%s received: stopping", sig.name)
+            self.first = sig
             self.stop_requested.set()
         elif self._count < self.FORCE_AFTER:
             log.warning("%s received again: already stopping in order (replies in flight are "
@@ -242,6 +244,8 @@ async def run(
         await start(daemon)
         ops.start()
         code = await _until_done(daemon, signals, finished)
+        if code == exit_codes.OK and signals.first is signal.SIGINT:
+            code = exit_codes.INTERRUPTED  # Ctrl-C: 130, as a shell reports it
         log.info("shutting down")
     finally:
         try:

@@ -14,10 +14,12 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import time
+from collections import deque
 from collections.abc import Mapping
 
 from picobridge.contract import Adapter, DeliveryError, Dialog, OutgoingReply, ReplyKind
-from picobridge.core.stats import OutboxStats, bump
+from picobridge.core.stats import Delivery, OutboxStats, bump
 from picobridge.store import Store, StoredReply, StoreError
 
 log = logging.getLogger("picobridge.outbox")
@@ -28,6 +30,7 @@ RELOAD_AFTER = 5.0
 # A store that cannot take a mark usually can again within seconds; the chat's next replies
 # wait behind the mark, so it is tried often.
 MARK_RETRY_CAP = 5.0
+RECENT = 20  # deliveries and failures kept for the status page
 
 
 class Outbox:
@@ -48,9 +51,11 @@ class Outbox:
         self._sent: dict[str, int] = {}
         self._failed: dict[str, int] = {}
         self._rate_limited: dict[str, int] = {}
+        self._recent: deque[Delivery] = deque(maxlen=RECENT)
 
     def stats(self) -> OutboxStats:
-        return OutboxStats(dict(self._sent), dict(self._failed), dict(self._rate_limited))
+        return OutboxStats(dict(self._sent), dict(self._failed), dict(self._rate_limited),
+                           tuple(self._recent))
 
     async def start(self) -> None:
         for reply in await self._store.pending_replies():
@@ -164,6 +169,7 @@ class Outbox:
                 platform = reply.chat.platform
                 if exc.permanent:
                     bump(self._failed, platform)
+                    self._recent.append(Delivery(time.time(), reply.chat.key, False))
                     log.error("reply %d to %s failed permanently: %s", reply.id, reply.chat.key,
                               exc)
                     return True
@@ -177,6 +183,7 @@ class Outbox:
                 continue
             await self._mark_sent(reply)
             bump(self._sent, reply.chat.platform)
+            self._recent.append(Delivery(time.time(), reply.chat.key, True))
             return True
 
     async def _mark_sent(self, reply: StoredReply) -> None:

@@ -61,10 +61,21 @@ class IntakeStats:
 
 
 @dataclass(frozen=True, slots=True)
+class Delivery:
+    """One reply's fate, for the status page: when, which chat, and whether it arrived
+    (never its text)."""
+
+    at: float  # wall clock (time.time())
+    chat: str  # chat key
+    delivered: bool  # False: the platform refused it for good
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxStats:
     sent: Mapping[str, int] = field(default_factory=dict)  # per platform
     failed: Mapping[str, int] = field(default_factory=dict)
     rate_limited: Mapping[str, int] = field(default_factory=dict)
+    recent: tuple[Delivery, ...] = ()  # the latest deliveries and failures, newest last
 
 
 def bump(totals: dict[str, int], key: str, by: int = 1) -> None:

@@ -169,7 +169,8 @@ def apply_snapshot(metrics: Metrics, snap: HealthSnapshot) -> None:
         metrics.set_worker(worker.name, up=worker.state == READY, busy=worker.busy)
 
 
-async def _take(snapshot: SnapshotFn, timeout: float) -> HealthSnapshot | str:
+async def take_snapshot(snapshot: SnapshotFn,
+                        timeout: float = SNAPSHOT_TIMEOUT) -> HealthSnapshot | str:
     """The snapshot, or why there is none (a stuck database must not hang the prober)."""
     try:
         async with asyncio.timeout(timeout):
@@ -189,14 +190,14 @@ def add_health_routes(
     timeout: float = SNAPSHOT_TIMEOUT,
 ) -> None:
     async def healthz(request: web.Request) -> web.Response:
-        snap = await _take(snapshot, timeout)
+        snap = await take_snapshot(snapshot, timeout)
         if isinstance(snap, str):
             return web.json_response({"status": "unhealthy", "problems": [snap]}, status=503)
         apply_snapshot(metrics, snap)
         return web.json_response(snap.to_json(), status=200 if snap.healthy else 503)
 
     async def metrics_page(request: web.Request) -> web.Response:
-        snap = await _take(snapshot, timeout)
+        snap = await take_snapshot(snapshot, timeout)
         if not isinstance(snap, str):
             apply_snapshot(metrics, snap)
         # Counters are still worth scraping when the snapshot failed; gauges keep last values.

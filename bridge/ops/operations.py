@@ -21,6 +21,7 @@ from picobridge.core.stats import IntakeStats, OutboxStats, RouterStats
 from picobridge.ops.health import HealthSnapshot, WorkerHealth, add_health_routes
 from picobridge.ops.metrics import Metrics
 from picobridge.ops.sdnotify import Notifier, run_watchdog
+from picobridge.ops.status_page import add_status_page
 
 log = logging.getLogger("picobridge.ops")
 
@@ -140,8 +141,13 @@ class Operations:
         self._tasks: list[asyncio.Task[None]] = []
 
     def add_routes(self, app: web.Application) -> None:
-        """Register /healthz and /metrics; must run before the HTTP server starts."""
-        add_health_routes(app, lambda: snapshot(self._sources, self._metrics), self._metrics)
+        """Register the status page (/), /healthz and /metrics; must run before the HTTP
+        server starts."""
+        async def take() -> HealthSnapshot:
+            return await snapshot(self._sources, self._metrics)
+
+        add_health_routes(app, take, self._metrics)
+        add_status_page(app, take, self._sources.outbox)
 
     def start(self) -> None:
         self._tasks = [

@@ -33,11 +33,18 @@ class GrantTable(Database):
             # A user denied again is told again the next time they write.
             await db.execute("DELETE FROM access_notices WHERE platform = ? AND user_id = ?",
                              (platform, user_id))
+        self._mark_access_changed()
+
+    def _mark_access_changed(self) -> None:
+        """A fresh marker file put in place of the old one: the old one may belong to another
+        user (root ran `access` once) whose times we may not set, but the folder is ours."""
         marker = self._access_marker
-        marker.touch()
         # Two changes within the file system's timestamp granularity must still differ.
-        stamp = time.time_ns()
-        os.utime(marker, ns=(stamp, max(stamp, marker.stat().st_mtime_ns + 1)))
+        stamp = max(time.time_ns(), self.access_stamp() + 1)
+        fresh = marker.with_name(f"{marker.name}.{os.getpid()}")
+        fresh.touch()
+        os.utime(fresh, ns=(stamp, stamp))
+        os.replace(fresh, marker)
 
     def access_stamp(self) -> int:
         """Changes whenever any process changes a grant: lets callers cache decisions.

@@ -3,6 +3,8 @@ beside an unrelated package named like one of the owner's folders."""
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -11,18 +13,46 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.unprivileged import NOBODY, give_to_user, picobridge, shared_dir
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """`pip wheel .` as an operator runs it: the wheel and everything pip printed."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--wheel-dir", str(out), str(REPO)], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir",
+                           str(out), str(REPO)], check=True, capture_output=True, text=True)
     [built] = out.glob("picobridge-*.whl")
-    return built
+    return built, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(build: tuple[Path, str]) -> Path:
+    return build[0]
+
+
+def test_building_the_wheel_warns_of_nothing(build: tuple[Path, str]) -> None:
+    _, output = build
+    assert "Successfully built picobridge" in output or "Saved" in output, output
+    assert "deprecated" not in output.lower(), output
+    assert "Warning" not in output, output
+
+
+def test_the_wheel_carries_the_license_and_its_metadata(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        meta = archive.read(metadata).decode()
+        [license_file] = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        text = archive.read(license_file).decode()
+    assert text.startswith("MIT License") and "Permission is hereby granted" in text
+    assert "License-Expression: MIT" in meta and "License-File: LICENSE" in meta
+    assert "Classifier: Programming Language :: Python :: 3.11" in meta
+    assert "Requires-Dist: pydantic<3,>=2.7" in meta
 
 
 def test_the_wheel_holds_only_the_picobridge_namespace(wheel: Path) -> None:
@@ -73,3 +103,30 @@ def test_installed_beside_a_package_named_config_it_works_away_from_the_tree(
     assert probe.stdout.split() == ["somebody", "else", "picobridge.config.settings"]
     script = (target / "bin" / "picobridge").read_text()
     assert "from picobridge.cli import main" in script
+
+
+def test_a_new_user_without_root_config_or_agent_sees_it_work(wheel: Path) -> None:
+    """The README's first steps, as a normal user with an empty home: install the wheel,
+    `picobridge init`, `picobridge chat --echo`."""
+    place = shared_dir("pb-first-steps-")
+    site = place / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--target", str(site), str(wheel)], check=True, capture_output=True)
+    home = place / "home"
+    home.mkdir()
+    give_to_user(home)
+
+    init = picobridge(site, "init", "./pb.toml", home=home)
+    assert init.returncode == 0, init.stderr
+    config = home / "pb.toml"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert config.stat().st_uid == (NOBODY if os.geteuid() == 0 else os.geteuid())
+    assert "picobridge chat --config pb.toml --echo" in init.stdout
+
+    chat = picobridge(site, "chat", "--config", "./pb.toml", "--echo", home=home,
+                      stdin="hello\nWhat did I just say?\n")
+    assert chat.returncode == 0, chat.stderr
+    assert chat.stdout.splitlines() == ["echo: hello", "You said: hello"]
+    assert "Traceback" not in chat.stderr
+    # The state went to the user's own folder, not /var/lib/picobridge.
+    assert (home / ".local" / "state" / "picobridge" / "picobridge.db").is_file()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,9 +95,42 @@ def test_exposed_port_is_the_listen_port(final: list[tuple[str, str]]) -> None:
     assert match.group(1) in " ".join(instructions(final, "EXPOSE")).split()
 
 
-def test_entrypoint_and_default_command(final: list[tuple[str, str]]) -> None:
-    assert json.loads(instructions(final, "ENTRYPOINT")[-1]) == ["picobridge"]
+def test_entrypoint_runs_picobridge_under_an_init(final: list[tuple[str, str]]) -> None:
+    # tini is PID 1: it reaps what the agent leaves behind and passes signals on.
+    assert json.loads(instructions(final, "ENTRYPOINT")[-1]) == ["/usr/bin/tini", "--",
+                                                                  "picobridge"]
+    assert any("apt-get install" in run and " tini" in run for run in instructions(final, "RUN"))
     assert json.loads(instructions(final, "CMD")[-1]) == ["run"]
+
+
+def test_dependencies_are_built_before_the_source_is_copied() -> None:
+    """The dependency layer depends on pyproject.toml and the constraints only, so a code
+    change does not rebuild every dependency."""
+    build = dockerfile_stages()[0]
+    steps = [(i, args) for i, args in build if i in ("COPY", "RUN")]
+    first_copy = next(args for i, args in steps if i == "COPY")
+    assert first_copy.split()[:-1] == ["pyproject.toml", "deploy/constraints.txt"]
+    whole_tree = steps.index(("COPY", ". ."))
+    deps = next(n for n, (i, args) in enumerate(steps)
+                if i == "RUN" and "pip wheel" in args and "-c constraints.txt" in args)
+    assert deps < whole_tree
+    assert "--no-deps" in steps[-1][1] and "pip wheel" in steps[-1][1]
+
+
+def test_the_dependency_list_command_reads_pyproject(tmp_path: Path) -> None:
+    """Run the build stage's own command that lists the dependencies, on the real file."""
+    import shutil
+    import subprocess
+    import tomllib
+
+    build = dockerfile_stages()[0]
+    run = next(args for i, args in build if i == "RUN" and "requirements.txt" in args)
+    listing = run.split("&&")[0].strip()
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    subprocess.run(["sh", "-c", listing], cwd=tmp_path, check=True,
+                   env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    wanted = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert (tmp_path / "requirements.txt").read_text().splitlines() == wanted
 
 
 def test_dockerignore_keeps_secrets_and_state_out_but_the_package_in() -> None:
@@ -106,8 +140,11 @@ def test_dockerignore_keeps_secrets_and_state_out_but_the_package_in() -> None:
         if line.strip() and not line.startswith("#")
     }
     assert {".git", "*.db", "*.env"} <= patterns
-    needed = {"pyproject.toml", "README.md", "adapters", "bridge", "config", "migrations"}
+    needed = {"pyproject.toml", "README.md", "LICENSE", "adapters", "bridge", "config",
+              "migrations"}
     assert not needed & patterns
+    # deploy/ stays out, except the constraints the build installs with.
+    assert "deploy" in patterns and "!deploy/constraints.txt" in patterns
 
 
 # -- systemd unit --------------------------------------------------------------------------

@@ -50,3 +50,14 @@ def test_slash_command_matches_the_default_setting() -> None:
     text = MANIFEST.read_text(encoding="utf-8")
     commands = re.findall(r"^\s*- command: (\S+)$", text, re.MULTILINE)
     assert commands == [SlackSettings().slash_command]
+
+
+def test_the_assistant_scope_comes_with_the_assistant_view() -> None:
+    # Slack refuses a manifest with assistant:write but without features.assistant_view.
+    text = MANIFEST.read_text(encoding="utf-8")
+    assert "assistant:write" in items_under(text, "bot")
+    features = text.split("\nfeatures:\n", 1)[1].split("\noauth_config:", 1)[0]
+    view = re.search(r"^  assistant_view:\n    assistant_description: \S.*$", features,
+                     re.MULTILINE)
+    assert view, "features.assistant_view with an assistant_description is missing"
+    assert re.search(r"^      - title: .+\n        message: .+$", features, re.MULTILINE)

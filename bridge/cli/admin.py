@@ -1,0 +1,116 @@
+"""`picobridge sessions ...` and `picobridge access ...`: the operator's look at chats and
+users. Listing and showing only read (no database is created or migrated for them); reset,
+allow and deny write one row beside a running daemon, which picks the change up at once."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from picobridge import exit_codes
+from picobridge.cli.common import CliError, open_existing_store, open_store_for_writing, when
+
+if TYPE_CHECKING:
+    from picobridge.config.settings import Settings
+    from picobridge.store import Store
+
+
+async def sessions(settings: Settings, args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.action == "reset":
+        store = await open_store_for_writing(settings, argv)
+    else:
+        found = await open_existing_store(settings, argv)
+        if found is None:
+            if args.action == "list":
+                print(f"no chats yet (no database at {settings.db_path})")
+                return exit_codes.OK
+            raise CliError(f"no chat or session {args.chat!r}: there is no database at "
+                           f"{settings.db_path} yet", exit_codes.FAILURE)
+        store = found
+    try:
+        if args.action == "list":
+            return await _list_sessions(store, args.platform)
+        chat = await store.find_chat(args.chat)
+        if chat is None:
+            raise CliError(f"no chat or session {args.chat!r}; see `picobridge sessions list`",
+                           exit_codes.FAILURE)
+        if args.action == "reset":
+            session = await store.new_session(chat)
+            print(f"{chat.key}: new session {session}")
+            return exit_codes.OK
+        current = await store.current_session(chat)
+        print(f"chat {chat.key}")
+        for session, started, ended in await store.session_history(chat):
+            marker = " (current)" if session == current else ""
+            print(f"  {session}{marker}\tstarted {when(started)}\tended {when(ended)}")
+        return exit_codes.OK
+    finally:
+        await store.close()
+
+
+async def _list_sessions(store: Store, platform: str | None) -> int:
+    chats = await store.chats(platform)
+    if not chats:
+        print("no chats yet" + (f" on {platform}" if platform else ""))
+    for info in chats:
+        print(f"{info.chat.key}\t{info.session_id}\tlast active {when(info.updated_at)}"
+              f"\t{info.open_messages} waiting")
+    return exit_codes.OK
+
+
+def _parse_user(settings: Settings, value: str) -> tuple[str, str]:
+    name, sep, user = value.partition(":")
+    platform = settings.platforms.get(name)
+    if not sep or not user or platform is None:
+        raise CliError(f"expected platform:user_id with platform one of "
+                       f"{', '.join(settings.platforms)}, got {value!r}", exit_codes.USAGE)
+    problem = platform.user_id_problem(user)
+    if problem is not None:
+        raise CliError(f"{problem}, got {user!r}", exit_codes.USAGE)
+    return name, user
+
+
+async def access(settings: Settings, args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if args.action == "list":
+        store = await open_existing_store(settings, argv)
+        grants = [] if store is None else await _grants_closing(store)
+        return _list_access(settings, grants)
+    platform, user = _parse_user(settings, args.user)
+    store = await open_store_for_writing(settings, argv)
+    try:
+        await store.set_access(platform, user, args.action == "allow")
+    finally:
+        await store.close()
+    verb = "allowed" if args.action == "allow" else "denied"
+    print(f"{platform}:{user} {verb} (takes effect now, no restart needed)")
+    return exit_codes.OK
+
+
+async def _grants_closing(store: Store) -> list[tuple[str, str, bool, float]]:
+    try:
+        return await store.access_grants()
+    finally:
+        await store.close()
+
+
+def _list_access(settings: Settings, grants: list[tuple[str, str, bool, float]]) -> int:
+    from picobridge.adapters.registry import allow_lists
+
+    decided = {(platform, user) for platform, user, _, _ in grants}
+    configured = {(platform, user) for platform, users in allow_lists(settings).items()
+                  for user in users}
+    lines = [f"{platform}:{user}\tallowed\t(config)"
+             for platform, user in sorted(configured - decided)]
+    for platform, user, allowed, changed in grants:
+        overrides = ", over the config" if not allowed and (platform, user) in configured else ""
+        state, verb = ("allowed", "granted") if allowed else ("denied", "denied")
+        lines.append(f"{platform}:{user}\t{state}\t({verb} {when(changed)}{overrides})")
+    if not lines:
+        names = list(settings.platforms)
+        print("nobody is allowed yet: list user ids in "
+              + " or ".join(f"{n}.allowed_users" for n in names)
+              + f", or run `picobridge access allow {names[0]}:<user id>`")
+    for line in lines:
+        print(line)
+    return exit_codes.OK

@@ -1,0 +1,56 @@
+"""What the command line's modules share: the one-line error, opening the store, times."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from picobridge import exit_codes
+from picobridge.cli import statedir
+from picobridge.store import Store, StoreError
+from picobridge.store.schema import SchemaError
+
+if TYPE_CHECKING:
+    from picobridge.config.settings import Settings
+
+
+class CliError(Exception):
+    """One line for stderr and the exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def open_store(settings: Settings, *, migrate: bool = True) -> Store:
+    try:
+        return await Store.open(settings.db_path, migrate_schema=migrate)
+    except (StoreError, SchemaError) as exc:
+        raise CliError(f"database error: {exc}", exit_codes.DATABASE) from None
+
+
+async def open_existing_store(settings: Settings, argv: Sequence[str]) -> Store | None:
+    """The store for a command that only reads: None when there is no database yet (it is
+    neither created nor migrated here)."""
+    if not statedir.prepare(settings.state_dir, argv, create=False):
+        return None
+    try:
+        if not settings.db_path.exists():
+            return None
+    except OSError as exc:
+        raise statedir.problem(settings.state_dir, exc, argv) from None
+    return await open_store(settings, migrate=False)
+
+
+async def open_store_for_writing(settings: Settings, argv: Sequence[str],
+                                 announce: bool = False) -> Store:
+    """The store for a command that writes: the state_dir and database made when missing."""
+    statedir.prepare(settings.state_dir, argv, create=True, announce=announce)
+    return await open_store(settings)
+
+
+def when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

@@ -1,0 +1,109 @@
+"""The state directory as the command line meets it: who may use it, and what to say when the
+one running picobridge cannot.
+
+Root working in a state_dir that belongs to the service's user would leave files that user
+cannot write (a database, its journal, the access marker, the agent's workspace), so it is
+told to run the command as that user instead. Every permission problem names the path and
+the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from picobridge import exit_codes
+
+
+class StateDirError(Exception):
+    """The state directory cannot be used by this user; one line naming path and fix."""
+
+    code = exit_codes.DATABASE
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        try:
+            candidate.stat()
+            return candidate
+        except OSError:
+            continue
+    return Path("/")
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
+
+
+def fix(path: Path, argv: Sequence[str]) -> str:
+    """How to get past a permission problem at `path` (the state_dir or something in it)."""
+    again = shlex.join(["picobridge", *argv])
+    me = _user(os.geteuid())
+    elsewhere = ("or set state_dir (in the config, or PICOBRIDGE_STATE_DIR=...) to a folder "
+                 f"{me} can write")
+    existing = _nearest_existing(path)
+    owner = _owner(existing)
+    if existing != path and not os.access(existing, os.X_OK):
+        return f"{existing} does not let {me} in; give {me} access to it, {elsewhere}"
+    if existing == path and owner is not None and owner not in (0, os.geteuid()):
+        return f"it belongs to {_user(owner)}: run `sudo -u {_user(owner)} {again}`, {elsewhere}"
+    if existing == path and owner == os.geteuid():
+        return f"give yourself access (`chmod u+rwx {path}`), {elsewhere}"
+    return f"make it {me}'s (`sudo install -d -o {me} {path}`), {elsewhere}"
+
+
+def problem(path: Path, exc: OSError, argv: Sequence[str]) -> StateDirError:
+    reason = exc.strerror or str(exc)
+    return StateDirError(f"cannot use state_dir {path}: {reason}; {fix(path, argv)}")
+
+
+def refuse_foreign(state_dir: Path, argv: Sequence[str]) -> None:
+    """As root, refuse a state_dir owned by another user: what root creates there (database
+    journal, access marker, agent workspace) would lock that user out of their own files."""
+    if os.geteuid() != 0:
+        return
+    owner = _owner(state_dir)
+    if owner is None or owner == 0:
+        return
+    name = _user(owner)
+    raise StateDirError(
+        f"state_dir {state_dir} belongs to {name}; files root makes there would lock {name} "
+        f"out: run `sudo -u {name} {shlex.join(['picobridge', *argv])}`")
+
+
+def prepare(state_dir: Path, argv: Sequence[str], *, create: bool, announce: bool = False) -> bool:
+    """Make sure this user can use `state_dir`: True when it exists (created if `create`,
+    and said so on stderr if `announce`), False when it does not and was not to be made.
+    Raises StateDirError with the fix."""
+    refuse_foreign(state_dir, argv)
+    try:
+        if state_dir.exists() and not state_dir.is_dir():
+            raise StateDirError(f"state_dir {state_dir} is a file, not a directory")
+        if not state_dir.exists():
+            if not create:
+                return False
+            state_dir.mkdir(parents=True)
+            if announce:
+                print(f"picobridge: created state_dir {state_dir} (set state_dir to choose "
+                      "another)", file=sys.stderr)
+            return True
+    except OSError as exc:
+        raise problem(state_dir, exc, argv) from None
+    need = os.R_OK | os.X_OK | (os.W_OK if create else 0)
+    if not os.access(state_dir, need):
+        raise problem(state_dir, PermissionError(13, "Permission denied"), argv)
+    return True

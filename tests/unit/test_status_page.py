@@ -1,0 +1,45 @@
+"""The status page's HTML from plain values: states and figures a person reads, every value
+escaped, and nothing when there is nothing."""
+
+from __future__ import annotations
+
+from picobridge.core.stats import Delivery, OutboxStats
+from picobridge.ops.health import HealthSnapshot, WorkerHealth
+from picobridge.ops.status_page import render
+
+NOW = 1_800_000_000.0
+
+
+def snapshot(*workers: WorkerHealth, **platforms: bool) -> HealthSnapshot:
+    return HealthSnapshot(workers=workers, platforms=platforms, queue_depth=3, in_flight=1,
+                          outbox_pending=2, oldest_undelivered_age_seconds=75.4)
+
+
+def test_a_struggling_bridge_says_why() -> None:
+    snap = snapshot(WorkerHealth("w1", "ready", 10, NOW - 5, 0, busy=1),
+                    WorkerHealth("w2", "stopped", None, None, 7, down_seconds=900),
+                    telegram=False)
+    outbox = OutboxStats(sent={"telegram": 4}, failed={"telegram": 1},
+                         recent=(Delivery(NOW - 30, "telegram:42", True),
+                                 Delivery(NOW - 10, "telegram:<b>x</b>", False)))
+    page = render(snap, outbox, now=NOW)
+    assert '<span class="verdict unhealthy">unhealthy</span>' in page
+    assert "<li>telegram disconnected</li>" in page and "worker w2 is stopped" in page
+    assert '<td>w1</td><td class="state"><span class="ready">ready</span></td><td>1</td>' in page
+    assert "<td>5 s ago</td>" in page and "<td>never</td>" in page
+    assert "<b>3</b>queue depth" in page and "<b>75 s</b>oldest unanswered" in page
+    # Newest first, and a chat key is text, never markup.
+    assert page.index("telegram:&lt;b&gt;x&lt;/b&gt;") < page.index("telegram:42")
+    assert '<span class="failed">failed</span>' in page and "<b>x</b>" not in page
+
+
+def test_a_snapshot_that_could_not_be_taken() -> None:
+    page = render("no snapshot within 5s", OutboxStats(), now=NOW)
+    assert "unhealthy" in page and "no snapshot within 5s" in page
+    assert "Recent deliveries" not in page
+
+
+def test_a_quiet_bridge() -> None:
+    page = render(snapshot(WorkerHealth("w1", "ready", 10, NOW, 0)), OutboxStats(), now=NOW)
+    assert '<span class="verdict ok">ok</span>' in page
+    assert "No platform is enabled." in page and "Nothing delivered since the start." in page
