@@ -214,6 +214,7 @@ class FakePrimeAgent:
         self.cwd = os.getcwd()
         self.session = SessionFile(self.default_path(), self.cwd, not args.instant)
         self.turn: Turn | None = None
+        self.delayed = 0  # responses held back by --ack-delay
         self.dialogs: dict[str, tuple[threading.Event, list[JSON]]] = {}
 
     def default_path(self) -> Path:
@@ -342,6 +343,8 @@ class FakePrimeAgent:
         if self.args.refuse_state:
             self.respond(request, error="Cannot read the agent state")
             return
+        if self.delayed:
+            self.journal({"event": "overtook", "id": request.get("id")})
         turn = self.turn
         self.respond(request, {
             "model": {"id": "fake-model", "name": "Fake Model", "api": "openai-completions",
@@ -362,8 +365,17 @@ class FakePrimeAgent:
         else:
             self.switch(request)
 
+    def hold_back(self) -> None:
+        """--ack-delay: what the agent answers next waits, while other requests are answered."""
+        if self.args.ack_delay:
+            with self.state_lock:
+                self.delayed += 1
+            time.sleep(self.args.ack_delay)
+            with self.state_lock:
+                self.delayed -= 1
+
     def switch(self, request: JSON) -> None:
-        time.sleep(self.args.ack_delay)
+        self.hold_back()
         if self.args.confirm_switch and not self.ask("confirm", {
                 "title": "Switch session?", "message": "The current session will be left."
         }).get("confirmed"):
@@ -435,8 +447,7 @@ class FakePrimeAgent:
 
     def run_turn(self, turn: Turn, request: JSON, text: str) -> None:
         try:
-            if self.args.ack_delay:
-                time.sleep(self.args.ack_delay)
+            self.hold_back()
             if has_flag(text, "no-id"):
                 self.emit({"type": "response", "command": "parse", "success": False,
                            "error": "Failed to parse command: Unexpected token 'o', \"not json\""
