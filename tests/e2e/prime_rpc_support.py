@@ -82,13 +82,14 @@ def pi_agent_dir(tmp: Path, llm: FakeLLM, max_retries: int = 3) -> Path:
     return agent_dir
 
 
-def pi_agent_settings(tmp: Path, llm: FakeLLM, pi: Path, **agent: Any) -> dict[str, Any]:
+def pi_agent_settings(tmp: Path, llm: FakeLLM, pi: Path, *, max_retries: int = 3,
+                      **agent: Any) -> dict[str, Any]:
     """The [agent] table for the real pi, offline, against `llm`."""
     return {
         "protocol": "prime-rpc",
         "command": [str(pi), "--mode", "rpc", "--offline", "--provider", "fakellm",
                     "--model", "fake-model", "--no-context-files"],
-        "env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir(tmp, llm))},
+        "env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir(tmp, llm, max_retries))},
         # pi takes about a second to start on the 2-core machine, longer under load.
         "ready_timeout": 60, "ping_interval": 2, "ping_timeout": 10, "turn_timeout": 60,
         "shutdown_timeout": 5,
@@ -96,9 +97,10 @@ def pi_agent_settings(tmp: Path, llm: FakeLLM, pi: Path, **agent: Any) -> dict[s
     }
 
 
-def pi_config(tmp: Path, llm: FakeLLM, pi: Path, **agent: Any) -> Path:
+def pi_config(tmp: Path, llm: FakeLLM, pi: Path, *, max_retries: int = 3,
+              **agent: Any) -> Path:
     config = base_config(tmp)
-    config["agent"] = pi_agent_settings(tmp, llm, pi, **agent)
+    config["agent"] = pi_agent_settings(tmp, llm, pi, max_retries=max_retries, **agent)
     return write_config(tmp, config)
 
 
