@@ -435,6 +435,9 @@ class FakePrimeAgent:
         if self.turn is not None:
             self.respond(request, error=BUSY_ERROR)
             return
+        if self.args.instant:
+            self.instant_turn(request, text)
+            return
         turn = self.turn = Turn(self.session)
         turn.deaf = has_flag(text, "deaf-abort-once") and self.first_time("deaf-abort", text)
         threading.Thread(target=self.run_turn, args=(turn, request, text), daemon=True).start()
@@ -458,17 +461,23 @@ class FakePrimeAgent:
                 self.respond(request, error="The model refused this prompt (#refuse)")
                 return
             self.respond(request)
-            if self.args.instant:
-                self.emit({"type": "agent_start"})
-                self.finish(turn, [
-                    {"role": "user", "content": [{"type": "text", "text": text}]},
-                    assistant([{"type": "text", "text": f"you said: {text}"}])])
-                return
             self.work(turn, request, text)
         finally:
             turn.done.set()
             if self.turn is turn:
                 self.turn = None
+
+    def instant_turn(self, request: JSON, text: str) -> None:
+        """--instant: the response and the run's bounds, in one write, at once."""
+        messages = [{"role": "user", "content": [{"type": "text", "text": text}]},
+                    assistant([{"type": "text", "text": f"you said: {text}"}])]
+        records = ({"id": request.get("id"), "type": "response", "command": "prompt",
+                    "success": True}, {"type": "agent_start"},
+                   {"type": "agent_end", "messages": messages})
+        data = "".join(compact(r) + "\n" for r in records).encode()
+        with self.out_lock:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
 
     def user_message(self, request: JSON, text: str) -> JSON:
         content: list[JSON] = [{"type": "text", "text": text}]
