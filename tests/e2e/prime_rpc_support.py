@@ -65,7 +65,8 @@ def ensure_pi() -> Path:
     return PI_BIN
 
 
-def pi_agent_dir(tmp: Path, llm: FakeLLM, max_retries: int = 3) -> Path:
+def pi_agent_dir(tmp: Path, llm: FakeLLM, max_retries: int = 3,
+                 retry_delay_ms: int = 300) -> Path:
     """PI_CODING_AGENT_DIR for an offline pi whose only model is the fake LLM."""
     agent_dir = tmp / "pi-agent"
     agent_dir.mkdir(parents=True, exist_ok=True)
@@ -76,20 +77,22 @@ def pi_agent_dir(tmp: Path, llm: FakeLLM, max_retries: int = 3) -> Path:
                     "input": ["text", "image"], "contextWindow": 128000, "maxTokens": 4096,
                     "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}}
     settings = {"quietStartup": True, "enableInstallTelemetry": False,
-                "retry": {"enabled": True, "maxRetries": max_retries, "baseDelayMs": 300}}
+                "retry": {"enabled": True, "maxRetries": max_retries,
+                          "baseDelayMs": retry_delay_ms}}
     (agent_dir / "models.json").write_text(json.dumps(models), encoding="utf-8")
     (agent_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
     return agent_dir
 
 
 def pi_agent_settings(tmp: Path, llm: FakeLLM, pi: Path, *, max_retries: int = 3,
-                      **agent: Any) -> dict[str, Any]:
+                      retry_delay_ms: int = 300, **agent: Any) -> dict[str, Any]:
     """The [agent] table for the real pi, offline, against `llm`."""
     return {
         "protocol": "prime-rpc",
         "command": [str(pi), "--mode", "rpc", "--offline", "--provider", "fakellm",
                     "--model", "fake-model", "--no-context-files"],
-        "env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir(tmp, llm, max_retries))},
+        "env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir(tmp, llm, max_retries,
+                                                         retry_delay_ms))},
         # pi takes about a second to start on the 2-core machine, longer under load.
         "ready_timeout": 60, "ping_interval": 2, "ping_timeout": 10, "turn_timeout": 60,
         "shutdown_timeout": 5,
@@ -97,10 +100,9 @@ def pi_agent_settings(tmp: Path, llm: FakeLLM, pi: Path, *, max_retries: int = 3
     }
 
 
-def pi_config(tmp: Path, llm: FakeLLM, pi: Path, *, max_retries: int = 3,
-              **agent: Any) -> Path:
+def pi_config(tmp: Path, llm: FakeLLM, pi: Path, **agent: Any) -> Path:
     config = base_config(tmp)
-    config["agent"] = pi_agent_settings(tmp, llm, pi, max_retries=max_retries, **agent)
+    config["agent"] = pi_agent_settings(tmp, llm, pi, **agent)
     return write_config(tmp, config)
 
 

@@ -153,6 +153,18 @@ async def test_a_model_that_keeps_failing_is_a_clear_error(tmp_path: Path, pi: P
     assert answer == "you said: next"
 
 
+async def test_a_turn_timeout_while_pi_waits_to_retry_stops_the_turn(tmp_path: Path,
+                                                                      pi: Path) -> None:
+    async with FakeLLM() as llm:
+        llm.fail_next(times=None, status=500)
+        # pi's SDK tries three times, pi says it will try again in 20 s; the turn times out
+        # meanwhile and is aborted: pi cancels the retry ("Retry cancelled").
+        config = pi_config(tmp_path, llm, pi, retry_delay_ms=20000, turn_timeout=4)
+        lines = await chat(config, "hello\n")
+    assert lines == ["_(stopped)_"]
+    assert len(llm.requests) == 3
+
+
 async def test_a_session_file_pi_refuses_starts_the_chat_afresh(tmp_path: Path,
                                                                 pi: Path) -> None:
     async with FakeLLM() as llm:

@@ -405,6 +405,23 @@ async def test_abort_is_sent_without_waiting_and_the_partial_answer_marked(
     assert rig.events[-1] == Reply("s1", "_(stopped)_")
 
 
+async def test_an_abort_while_the_agent_waits_to_retry_is_a_stop(rig: Rig) -> None:
+    await rig.ready()
+    await rig.turn("s1")
+    await rig.feed(end(assistant("", "error", "500 boom")),
+                   {"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3,
+                    "delayMs": 20000, "errorMessage": "500 boom"})
+    await rig.driver.abort("s1")
+    await rig.feed({"type": "auto_retry_end", "success": False, "attempt": 1,
+                    "finalError": "Retry cancelled"})
+    assert rig.events[-1] == Reply("s1", "_(stopped)_")
+    # The next turn's give-up is the model's failure again, not a stop.
+    await rig.turn("s1", switch=False)
+    await rig.feed({"type": "auto_retry_end", "success": False, "attempt": 3,
+                    "finalError": "500 boom"})
+    assert rig.events[-1] == Failure("s1", "500 boom", "retry_failed")
+
+
 @pytest.mark.parametrize("method", ["confirm", "select", "input", "editor"])
 async def test_dialogs_are_answered_cancelled(rig: Rig, method: str) -> None:
     await rig.ready()

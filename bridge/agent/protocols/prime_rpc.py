@@ -39,6 +39,7 @@ log = logging.getLogger("picobridge.agent")
 
 # How long an error ending may wait for the agent's own retry to be announced.
 RETRY_NOTICE_WAIT = 2.0
+STOPPED = "_(stopped)_"
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 _UI_IGNORED = frozenset({"setStatus", "setWidget", "setTitle", "set_editor_text"})
 
@@ -82,6 +83,7 @@ class PrimeRpcDriver(Driver):
         self._current_file: str | None = None
         self._turn: str | None = None  # the session whose prompt runs
         self._notice: str | None = None  # said before the turn's answer (a refused file)
+        self._stopping = False  # an abort was sent for the running turn
         # A run that ended in an error waits here for the agent's own retry to be announced.
         self._verdict: asyncio.Task[None] | None = None
 
@@ -101,6 +103,7 @@ class PrimeRpcDriver(Driver):
     async def start_turn(self, request: AgentRequest) -> None:
         self._turn = request.session
         self._notice = None
+        self._stopping = False
         try:
             # An agent that dies here never answers: the wait must end by itself.
             async with asyncio.timeout(self._context.settings.ready_timeout):
@@ -120,6 +123,7 @@ class PrimeRpcDriver(Driver):
 
     async def abort(self, session: str) -> None:
         if self._turn == session:
+            self._stopping = True
             # Answered only after the run ended: the worker waits for the turn, not for this.
             await self._post({"type": "abort"})
 
@@ -233,6 +237,10 @@ class PrimeRpcDriver(Driver):
         if kind in ("agent_start", "auto_retry_start"):
             self._cancel_verdict()
         elif kind == "auto_retry_end" and record.get("success") is False:
+            if self._stopping:
+                # Aborted while it waited to retry: pi reports "Retry cancelled".
+                await self._end(Reply(session, STOPPED))
+                return
             final = record.get("finalError")
             error = final if isinstance(final, str) else "the agent gave up retrying"
             await self._end(Failure(session, error, "retry_failed"))
@@ -248,8 +256,8 @@ class PrimeRpcDriver(Driver):
                 self._no_retry(session, error or "the model failed"), name="rpc-verdict")
             return
         if reason == "aborted":
-            await self._end(Reply(session, f"{text}\n\n_(stopped)_" if text.strip()
-                                  else "_(stopped)_"))
+            await self._end(Reply(session, f"{text}\n\n{STOPPED}" if text.strip()
+                                  else STOPPED))
             return
         await self._end(Reply(session, text))
 
