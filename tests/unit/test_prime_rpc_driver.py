@@ -412,6 +412,7 @@ async def test_an_abort_while_the_agent_waits_to_retry_is_a_stop(rig: Rig) -> No
                    {"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3,
                     "delayMs": 20000, "errorMessage": "500 boom"})
     await rig.driver.abort("s1")
+    assert (await rig.pipe.next())["type"] == "abort"
     await rig.feed({"type": "auto_retry_end", "success": False, "attempt": 1,
                     "finalError": "Retry cancelled"})
     assert rig.events[-1] == Reply("s1", "_(stopped)_")
