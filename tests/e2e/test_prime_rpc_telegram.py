@@ -57,14 +57,15 @@ async def test_two_chats_files_and_photos(tmp_path: Path) -> None:
                           "running turn (Router/Commands never call Worker.cancel_turn for it)")
 async def test_stop_aborts_the_running_turn(tmp_path: Path) -> None:
     async with FakeTelegram() as fake:
-        config = telegram_config(tmp_path, fake, agent=fake_agent_settings(tmp_path))
+        config = telegram_config(tmp_path, fake,
+                                 agent=fake_agent_settings(tmp_path, shutdown_timeout=1))
         async with Daemon(config) as daemon:
             await started(daemon, fake)
             fake.user_message(USER, USER, "#stall think about it")
             await journal(tmp_path).wait_until(lambda j: bool(j.prompts()), what="the prompt")
             fake.user_message(USER, USER, "/stop")
             # The agent is asked to abort; what it had said so far comes back, marked stopped.
-            stopped = await reply_containing(fake, USER, "(stopped)", timeout=10)
+            stopped = await reply_containing(fake, USER, "(stopped)", timeout=5)
             assert (stopped.text or "").startswith("Working on it…")
             assert len(journal(tmp_path).requests("abort")) == 1
             fake.user_message(USER, USER, "next")
