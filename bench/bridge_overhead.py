@@ -8,8 +8,15 @@ Runs, in one process and one go:
   3. throughput: N messages from C chats submitted at once, coalescing off so every message
                 is its own turn, until every reply is delivered.
 
+Each of the three runs once per agent protocol: picobot-json against an instant
+tests/fakes/fake_picobot.py, prime-rpc against an instant tests/fakes/fake_prime_agent.py (a
+turn is a switch_session when the chat changes, then prompt -> response, agent_start,
+agent_end).
+
 Usage: python bench/bridge_overhead.py [--messages 2000] [--chats 20] [--latency-samples 500]
-Targets on the project's 2-core machine: >= 500 messages/s, p50 added <= 2 ms.
+                                       [--protocols picobot-json,prime-rpc] [--rounds 3]
+Targets on the project's 2-core machine: >= 500 messages/s, p50 added <= 2 ms; prime-rpc
+within 1.5x of picobot-json.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,6 +48,7 @@ from picobridge.contract import (  # noqa: E402
 from picobridge.store import Store  # noqa: E402
 
 FAKE_AGENT = REPO / "tests" / "fakes" / "fake_picobot.py"
+FAKE_PRIME = REPO / "tests" / "fakes" / "fake_prime_agent.py"
 
 
 class BenchAdapter(Adapter):
@@ -69,35 +78,59 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def direct_latencies(state: Path, samples: int) -> list[float]:
+def agent_command(protocol: str, state: Path) -> list[str]:
+    fake = FAKE_PRIME if protocol == "prime-rpc" else FAKE_AGENT
+    return [sys.executable, str(fake), "--state", str(state), "--instant"]
+
+
+class Direct:
+    """The agent on pipes, without the bridge: one exchange, then wait for its end."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc = proc
+        self.stdin = proc.stdin
+        self.lines = read_lines(proc.stdout)
+
+    async def ask(self, record: dict[str, object], until: str) -> None:
+        self.stdin.write(encode_record(record))
+        await self.stdin.drain()
+        while True:
+            got = decode_record(await anext(self.lines))
+            if got and got.get("type") == until:
+                return
+
+
+async def direct_latencies(protocol: str, state: Path, samples: int) -> list[float]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(FAKE_AGENT), "--state", str(state), "--instant",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-    assert proc.stdin is not None and proc.stdout is not None
-    lines = read_lines(proc.stdout)
-    record = decode_record(await anext(lines))
-    assert record == {"type": "ready"}, record
+        *agent_command(protocol, state), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE)
+    agent = Direct(proc)
+    if protocol == "prime-rpc":
+        # The bridge's first turn of a chat: the handshake, then the chat's session file.
+        await agent.ask({"id": "s", "type": "get_state"}, "response")
+        await agent.ask({"id": "w", "type": "switch_session",
+                         "sessionPath": str(state / "d.jsonl")}, "response")
+    else:
+        assert decode_record(await anext(agent.lines)) == {"type": "ready"}
     out = []
     for i in range(samples):
         started = time.perf_counter()
-        proc.stdin.write(encode_record({"type": "message", "content": f"m{i}", "session": "d"}))
-        await proc.stdin.drain()
-        while True:
-            record = decode_record(await anext(lines))
-            if record and record.get("type") == "response":
-                break
+        if protocol == "prime-rpc":
+            await agent.ask({"id": f"p{i}", "type": "prompt", "message": f"m{i}"}, "agent_end")
+        else:
+            await agent.ask({"type": "message", "content": f"m{i}", "session": "d"},
+                            "response")
         out.append(time.perf_counter() - started)
-    proc.stdin.write(encode_record({"type": "shutdown"}))
-    await proc.stdin.drain()
+    agent.stdin.close()
     await proc.wait()
     return out
 
 
-def settings_for(tmp: Path, coalesce: bool) -> Settings:
+def settings_for(protocol: str, tmp: Path, coalesce: bool) -> Settings:
     return Settings(
         state_dir=tmp,
-        agent=AgentSettings(command=[sys.executable, str(FAKE_AGENT), "--state",
-                                     str(tmp / "agent"), "--instant"]),
+        agent=AgentSettings(protocol=protocol, command=agent_command(protocol, tmp / "agent")),
         bridge=BridgeSettings(coalesce=coalesce),
     )
 
@@ -105,8 +138,8 @@ def settings_for(tmp: Path, coalesce: bool) -> Settings:
 Body = Callable[[daemon.Daemon, "BenchAdapter"], Awaitable[None]]
 
 
-async def with_bridge(tmp: Path, coalesce: bool, body: Body) -> None:
-    settings = settings_for(tmp, coalesce)
+async def with_bridge(protocol: str, tmp: Path, coalesce: bool, body: Body) -> None:
+    settings = settings_for(protocol, tmp, coalesce)
     store = await Store.open(settings.db_path)
     adapter = BenchAdapter()
     bridge = await daemon.assemble(settings, store, [adapter])
@@ -126,7 +159,7 @@ def message(chat: str, n: int) -> InboundMessage:
                           platform_message_id=f"{chat}-{n}")
 
 
-async def bridged_latencies(tmp: Path, samples: int) -> list[float]:
+async def bridged_latencies(protocol: str, tmp: Path, samples: int) -> list[float]:
     out: list[float] = []
 
     async def body(bridge: daemon.Daemon, adapter: BenchAdapter) -> None:
@@ -139,11 +172,11 @@ async def bridged_latencies(tmp: Path, samples: int) -> list[float]:
                 await adapter.event.wait()
             out.append(adapter.delivered[msg.platform_message_id] - started)
 
-    await with_bridge(tmp, True, body)
+    await with_bridge(protocol, tmp, True, body)
     return out
 
 
-async def throughput(tmp: Path, messages: int, chats: int) -> float:
+async def throughput(protocol: str, tmp: Path, messages: int, chats: int) -> float:
     elapsed = 0.0
 
     async def body(bridge: daemon.Daemon, adapter: BenchAdapter) -> None:
@@ -156,8 +189,48 @@ async def throughput(tmp: Path, messages: int, chats: int) -> float:
             await adapter.event.wait()
         elapsed = time.perf_counter() - started
 
-    await with_bridge(tmp, False, body)
+    await with_bridge(protocol, tmp, False, body)
     return messages / elapsed
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One protocol's measurements over the rounds (samples pooled, one rate per round)."""
+
+    protocol: str
+    direct: list[float]
+    bridged: list[float]
+    rates: list[float]
+
+    @property
+    def added_p50(self) -> float:
+        return percentile(self.bridged, 0.5) - percentile(self.direct, 0.5)
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates)
+
+
+async def measure(protocol: str, tmp: Path, args: argparse.Namespace) -> Figures:
+    direct = await direct_latencies(protocol, tmp / "direct", args.latency_samples)
+    bridged = await bridged_latencies(protocol, tmp / "lat", args.latency_samples)
+    rate = await throughput(protocol, tmp / "tput", args.messages, args.chats)
+    return Figures(protocol, direct, bridged, [rate])
+
+
+def report(f: Figures, args: argparse.Namespace) -> None:
+    ms = 1000.0
+    d50, d99 = percentile(f.direct, 0.5) * ms, percentile(f.direct, 0.99) * ms
+    b50, b99 = percentile(f.bridged, 0.5) * ms, percentile(f.bridged, 0.99) * ms
+    print(f"[{f.protocol}]")
+    print(f"direct to agent:   p50 {d50:.3f} ms  p99 {d99:.3f} ms  (n={len(f.direct)})")
+    print(f"through bridge:    p50 {b50:.3f} ms  p99 {b99:.3f} ms  (n={len(f.bridged)})")
+    print(f"added by bridge:   p50 {b50 - d50:.3f} ms  p99 {b99 - d99:.3f} ms  "
+          f"(mean {(statistics.mean(f.bridged) - statistics.mean(f.direct)) * ms:.3f} ms)")
+    rounds = ", ".join(f"{r:.0f}" for r in f.rates)
+    print(f"throughput:        {f.rate:.0f} messages/s, median of rounds ({rounds}) "
+          f"({args.messages} messages, {args.chats} chats, one turn per message, SQLite WAL, "
+          "every message committed before dispatch)")
 
 
 async def main() -> None:
@@ -165,21 +238,28 @@ async def main() -> None:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--latency-samples", type=int, default=500)
+    parser.add_argument("--protocols", default="picobot-json,prime-rpc")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds, the protocols taking turns in each (a shared machine's "
+                             "load then weighs on all of them alike)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmpdir:
-        tmp = Path(tmpdir)
-        direct = await direct_latencies(tmp / "direct", args.latency_samples)
-        bridged = await bridged_latencies(tmp / "lat", args.latency_samples)
-        rate = await throughput(tmp / "tput", args.messages, args.chats)
-    ms = 1000.0
-    d50, d99 = percentile(direct, 0.5) * ms, percentile(direct, 0.99) * ms
-    b50, b99 = percentile(bridged, 0.5) * ms, percentile(bridged, 0.99) * ms
-    print(f"direct to agent:   p50 {d50:.3f} ms  p99 {d99:.3f} ms  (n={len(direct)})")
-    print(f"through bridge:    p50 {b50:.3f} ms  p99 {b99:.3f} ms  (n={len(bridged)})")
-    print(f"added by bridge:   p50 {b50 - d50:.3f} ms  p99 {b99 - d99:.3f} ms  "
-          f"(mean {(statistics.mean(bridged) - statistics.mean(direct)) * ms:.3f} ms)")
-    print(f"throughput:        {rate:.0f} messages/s ({args.messages} messages, {args.chats} "
-          "chats, one turn per message, SQLite WAL, every message committed before dispatch)")
+    protocols = args.protocols.split(",")
+    pooled = {p: Figures(p, [], [], []) for p in protocols}
+    for _ in range(args.rounds):
+        for protocol in protocols:
+            with tempfile.TemporaryDirectory() as tmpdir:
+                got = await measure(protocol, Path(tmpdir), args)
+            pooled[protocol].direct.extend(got.direct)
+            pooled[protocol].bridged.extend(got.bridged)
+            pooled[protocol].rates.extend(got.rates)
+    figures = list(pooled.values())
+    for f in figures:
+        report(f, args)
+    if len(figures) == 2:
+        base, other = figures
+        print(f"{other.protocol} relative to {base.protocol}: throughput "
+              f"{other.rate / base.rate:.2f}x, p50 added {other.added_p50 / base.added_p50:.2f}x "
+              "(target: throughput >= 0.67x, p50 added <= 1.5x)")
 
 
 if __name__ == "__main__":

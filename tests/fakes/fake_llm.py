@@ -7,7 +7,10 @@ Streams answers as server-sent events the way the OpenAI API does (`stream: true
 - "What did I just say?": "You said: <the user message before this one>" (from the history
   the agent sends, so it shows what the agent remembered).
 - anything else: "you said: <message>".
-Scriptable faults: `fail_next(n, status)` answers the next n requests with an HTTP error.
+Scriptable faults, the fake servers' own vocabulary (tests/fakes/server.py) on the one method
+"chat.completions": `fail_next(times=n, status=500)` answers the next n requests with an HTTP
+error in OpenAI's shape, `stall_next()` holds the next request unanswered until `release()`
+(or until the client goes away: a killed agent), `disconnect_next()` drops its connection.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.server import FakeServer
+from tests.fakes.server import FakeServer, Fault
 
 JSON = dict[str, Any]
+METHOD = "chat.completions"
 
 
 def _text(message: JSON) -> str:
@@ -54,15 +58,30 @@ class FakeLLM(FakeServer):
         super().__init__()
         self.requests: list[JSON] = []
         self._ids = itertools.count(1)
-        self._failures: list[int] = []
 
     @property
     def api_base(self) -> str:
         return f"{self.url}/v1"
 
-    def fail_next(self, method: str = "chat.completions", status: int = 500, *,
-                  times: int | None = 1, **_: Any) -> None:
-        self._failures.extend([status] * (times or 1))
+    def fail_next(self, method: str = METHOD, status: int = 500, *, times: int | None = 1,
+                  error: str | None = None, retry_after: int | None = None,
+                  extra: JSON | None = None, body: bytes | None = None) -> None:
+        super().fail_next(method, status, times=times, error=error, retry_after=retry_after,
+                          extra=extra, body=body)
+
+    def stall_next(self, method: str = METHOD, times: int | None = 1) -> None:
+        super().stall_next(method, times)
+
+    def disconnect_next(self, method: str = METHOD, times: int | None = 1) -> None:
+        super().disconnect_next(method, times)
+
+    def error_envelope(self, fault: Fault) -> tuple[JSON, dict[str, str]]:
+        return {"error": {"message": fault.error or "The server had an error",
+                          "type": "server_error"}}, {}
+
+    def user_messages(self, request: JSON) -> list[str]:
+        """The user messages of one request, oldest first (what the agent remembered)."""
+        return [_text(m) for m in request.get("messages", []) if m.get("role") == "user"]
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._completions)
@@ -71,10 +90,9 @@ class FakeLLM(FakeServer):
         body = await request.json()
         self.requests.append(body)
         self.notify()
-        if self._failures:
-            status = self._failures.pop(0)
-            return web.json_response({"error": {"message": "The server had an error",
-                                                "type": "server_error"}}, status=status)
+        refused = await self.guard(METHOD, request)
+        if refused is not None:
+            return refused
         text, tool = answer_for(body.get("messages", []))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)

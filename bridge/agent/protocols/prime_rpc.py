@@ -3,12 +3,18 @@ see shared/seeds/prime-agent-rpc-protocol.md and the facts observed with the rea
 shared/peers/prime-rpc-peer.md (where they differ, the program wins).
 
 - There is no ready record: an answered `get_state` is both the handshake and the health
-  probe (it is answered mid-turn). Requests carry ids; a response without one (a parse error,
-  an unknown command) is logged and never taken for another request's answer.
+  probe (it is answered mid-turn; even a refusal proves the agent reads and writes). Requests
+  carry ids; a response without one (a parse error, an unknown command) is logged and never
+  taken for another request's answer.
 - Every picobridge session is one session file, `<sessions dir>/<session>.jsonl`. Before a
   turn the agent is switched to the chat's file when it is not the current one, never during
   a turn (that would drop the running turn). A file the agent refuses is moved aside and the
-  chat starts afresh, with a word to the user.
+  chat starts afresh, with a word to the user; a switch an extension cancels fails the turn
+  (it would otherwise run in whatever session the agent has open: another chat's).
+- A turn is handed over once its prompt is written; the prompt's response (a refusal) and
+  everything after it come through the events. Nothing the driver awaits can outlive its
+  process: the switch is bounded by `agent.ready_timeout`, and abort is not awaited (pi
+  answers it only once the run has ended, and a stuck run never does).
 - The answer is the last assistant message's text at `agent_end`, except that a run ending in
   an error may be retried by the agent itself (`auto_retry_start` follows at once): then the
   retried run's end counts, and the error only if `auto_retry_end` says it failed.
@@ -33,12 +39,17 @@ log = logging.getLogger("picobridge.agent")
 
 # How long an error ending may wait for the agent's own retry to be announced.
 RETRY_NOTICE_WAIT = 2.0
+STOPPED = "_(stopped)_"
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 _UI_IGNORED = frozenset({"setStatus", "setWidget", "setTitle", "set_editor_text"})
 
 
 class RequestFailed(Exception):
     """The agent answered a request with success false."""
+
+
+class Declined(RequestFailed):
+    """The agent answered a switch with cancelled: true."""
 
 
 def assistant_text(messages: Any) -> tuple[str, str | None, str | None]:
@@ -67,10 +78,13 @@ class PrimeRpcDriver(Driver):
         super().__init__(io, emit, context)
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._unawaited: set[str] = set()  # requests sent without waiting for their answer
+        self._prompt: str | None = None  # the running turn's prompt, until it is answered
         self._sessions = context.settings.sessions_dir or context.state_dir / "agent-sessions"
         self._current_file: str | None = None
         self._turn: str | None = None  # the session whose prompt runs
         self._notice: str | None = None  # said before the turn's answer (a refused file)
+        self._stopping = False  # an abort was sent for the running turn
         # A run that ended in an error waits here for the agent's own retry to be announced.
         self._verdict: asyncio.Task[None] | None = None
 
@@ -80,27 +94,32 @@ class PrimeRpcDriver(Driver):
         return frozenset({self._turn}) if self._turn is not None else frozenset()
 
     async def handshake(self) -> None:
-        state = await self._request({"type": "get_state"})
-        current = state.get("data", {}).get("sessionFile")
+        data = (await self._state()).get("data")
+        current = data.get("sessionFile") if isinstance(data, dict) else None
         self._current_file = current if isinstance(current, str) else None
 
     async def probe(self) -> None:
-        await self._request({"type": "get_state"})
+        await self._state()
 
     async def start_turn(self, request: AgentRequest) -> None:
         self._turn = request.session
         self._notice = None
+        self._stopping = False
         try:
-            await self._switch_to(request.session)
+            # An agent that dies here never answers: the wait must end by itself.
+            async with asyncio.timeout(self._context.settings.ready_timeout):
+                await self._switch_to(request.session)
             record: dict[str, Any] = {"type": "prompt", "message": _prompt_text(request)}
             images = await asyncio.to_thread(_images, request.attachments)
             if images:
                 record["images"] = images
-            await self._request(record)
+            # Its response comes before the run's events; a refusal ends the turn there.
+            self._prompt = self._new_id()
+            await self._io.write({"id": self._prompt, **record})
         except RequestFailed as exc:
             await self._end(Failure(request.session, str(exc), "refused"))
         except BaseException:
-            self._turn = None
+            self._turn = self._prompt = None
             raise
 
     async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
@@ -115,12 +134,14 @@ class PrimeRpcDriver(Driver):
 
     async def abort(self, session: str) -> None:
         if self._turn == session:
-            await self._request({"type": "abort"})
+            self._stopping = True
+            # Answered only after the run ended: the worker waits for the turn, not for this.
+            await self._post({"type": "abort"})
 
     async def on_record(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
         if kind == "response":
-            self._answered(record)
+            await self._answered(record)
         elif kind == "extension_ui_request":
             await self._ui_request(record)
         elif self._turn is not None:
@@ -133,8 +154,25 @@ class PrimeRpcDriver(Driver):
 
     # -- requests --------------------------------------------------------------------------
 
+    def _new_id(self) -> str:
+        return f"pb-{next(self._ids)}"
+
+    async def _state(self) -> dict[str, Any]:
+        try:
+            return await self._request({"type": "get_state"})
+        except RequestFailed as exc:
+            log.warning("worker %s: the agent refused get_state (%s); it answered all the same",
+                        self._context.worker, str(exc)[:300])
+            return {}
+
+    async def _post(self, record: dict[str, Any]) -> None:
+        """A request whose answer nobody waits for (it is still recognised as ours)."""
+        request_id = self._new_id()
+        self._unawaited.add(request_id)
+        await self._io.write({"id": request_id, **record})
+
     async def _request(self, record: dict[str, Any]) -> dict[str, Any]:
-        request_id = f"pb-{next(self._ids)}"
+        request_id = self._new_id()
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = waiter
         try:
@@ -148,8 +186,18 @@ class PrimeRpcDriver(Driver):
                                 else f"the agent refused {record['type']}")
         return response
 
-    def _answered(self, record: dict[str, Any]) -> None:
+    async def _answered(self, record: dict[str, Any]) -> None:
         request_id = record.get("id")
+        if request_id is not None and request_id == self._prompt:
+            self._prompt = None
+            if record.get("success") is not True and self._turn is not None:
+                error = record.get("error")
+                await self._end(Failure(self._turn, error if isinstance(error, str) and error
+                                        else "the agent refused the prompt", "refused"))
+            return
+        if isinstance(request_id, str) and request_id in self._unawaited:
+            self._unawaited.discard(request_id)
+            return
         waiter = self._pending.get(request_id) if isinstance(request_id, str) else None
         if waiter is None:
             # A parse error or an unknown command carries no id: it answers nobody.
@@ -166,7 +214,9 @@ class PrimeRpcDriver(Driver):
         if self._current_file == path:
             return
         try:
-            await self._request({"type": "switch_session", "sessionPath": path})
+            await self._switch_request(path)
+        except Declined:
+            raise
         except RequestFailed as exc:
             # Its history cannot be used (pi refuses a file whose working directory is gone):
             # keep it aside for the operator and start afresh, rather than a stuck chat.
@@ -174,10 +224,18 @@ class PrimeRpcDriver(Driver):
             await asyncio.to_thread(_move_aside, path, aside)
             log.warning("worker %s: the agent refused session file %s (%s); moved to %s",
                         self._context.worker, path, str(exc).splitlines()[0], aside)
-            await self._request({"type": "switch_session", "sessionPath": path})
+            await self._switch_request(path)
             self._notice = ("⚠️ The agent could not open this conversation's history, so it "
                             "starts afresh.")
         self._current_file = path
+
+    async def _switch_request(self, path: str) -> None:
+        response = await self._request({"type": "switch_session", "sessionPath": path})
+        data = response.get("data")
+        if isinstance(data, dict) and data.get("cancelled") is True:
+            # An extension vetoed it: the agent is still in the session it had open.
+            raise Declined("the agent declined to open this conversation's session "
+                           "(an extension cancelled the switch)")
 
     # -- a turn's events -------------------------------------------------------------------
 
@@ -190,6 +248,10 @@ class PrimeRpcDriver(Driver):
         if kind in ("agent_start", "auto_retry_start"):
             self._cancel_verdict()
         elif kind == "auto_retry_end" and record.get("success") is False:
+            if self._stopping:
+                # Aborted while it waited to retry: pi reports "Retry cancelled".
+                await self._end(Reply(session, STOPPED))
+                return
             final = record.get("finalError")
             error = final if isinstance(final, str) else "the agent gave up retrying"
             await self._end(Failure(session, error, "retry_failed"))
@@ -205,14 +267,20 @@ class PrimeRpcDriver(Driver):
                 self._no_retry(session, error or "the model failed"), name="rpc-verdict")
             return
         if reason == "aborted":
-            await self._end(Reply(session, f"{text}\n\n_(stopped)_" if text.strip()
-                                  else "_(stopped)_"))
+            await self._end(Reply(session, f"{text}\n\n{STOPPED}" if text.strip()
+                                  else STOPPED))
             return
         await self._end(Reply(session, text))
 
     async def _no_retry(self, session: str, error: str) -> None:
         await asyncio.sleep(RETRY_NOTICE_WAIT)
         self._verdict = None  # this task ends the turn: it must not cancel itself
+        try:
+            # Still there? If the process died meanwhile, the worker has put the turn back
+            # (maybe already sent it to the next process): this error is no longer its end.
+            await self._post({"type": "get_state"})
+        except (OSError, TimeoutError):
+            return
         await self._end(Failure(session, error, "model_error"))
 
     def _cancel_verdict(self) -> None:
@@ -224,7 +292,7 @@ class PrimeRpcDriver(Driver):
         self._cancel_verdict()
         if self._turn != event.session:
             return
-        self._turn = None
+        self._turn = self._prompt = None
         if self._notice and isinstance(event, Reply):
             event = Reply(event.session, f"{self._notice}\n\n{event.text}")
         self._notice = None
