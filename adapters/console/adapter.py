@@ -20,6 +20,8 @@ from picobridge.contract import (
     Adapter,
     BridgeLink,
     ChatRef,
+    Dialog,
+    DialogAnswer,
     InboundMessage,
     Outcome,
     OutgoingReply,
@@ -51,11 +53,14 @@ class ConsoleAdapter(Adapter):
         self.input_done = asyncio.Event()
         self.reply_printed = asyncio.Event()
         self._asking = asyncio.Event()
+        self._bridge: BridgeLink | None = None
+        self._last_dialog: Dialog | None = None
         # Set by `picobridge chat` once the agent is up, so the first /status is truthful and
         # a broken agent command is reported instead of waited on.
         self.may_read = asyncio.Event()
 
     async def start(self, bridge: BridgeLink) -> None:
+        self._bridge = bridge
         self._reader = asyncio.create_task(self._read(bridge), name="console-reader")
 
     async def stop(self) -> None:
@@ -76,6 +81,10 @@ class ConsoleAdapter(Adapter):
                 future.set_result(None)
         if reply.kind is ReplyKind.QUESTION:
             self._asking.set()  # the next line read is the answer
+            self._last_dialog = reply.dialog
+            if self.input_done.is_set() and reply.dialog is not None:
+                # The input has ended: nobody is left to answer, so the agent need not wait.
+                await self._cancel(reply.dialog)
         self.reply_printed.set()
 
     async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
@@ -98,6 +107,8 @@ class ConsoleAdapter(Adapter):
                     self._stderr.flush()
                 raw = await lines.get()
                 if raw is None:
+                    if self._last_dialog is not None:
+                        await self._cancel(self._last_dialog)  # nobody left to answer it
                     break
                 text = raw.decode("utf-8", "replace").rstrip("\r")
                 if not text.strip():
@@ -116,6 +127,11 @@ class ConsoleAdapter(Adapter):
                     await self._until_answered_or_asked(outstanding)
         finally:
             self.input_done.set()
+
+    async def _cancel(self, dialog: Dialog) -> None:
+        if self._bridge is not None:
+            await self._bridge.answer_dialog(dialog.id, CONSOLE_CHAT, self._user,
+                                             DialogAnswer(cancelled=True))
 
     async def _until_answered_or_asked(self, outstanding: list[asyncio.Future[None]]) -> None:
         """Piped input: the next line waits for the answers to the earlier ones, unless the

@@ -76,6 +76,7 @@ class Child:
             await asyncio.wait({reader}, timeout=_LAST_WORDS)
             return reason, self.ready_at
         finally:
+            self.driver.closed()
             self.process.release()
             for task in tasks:
                 task.cancel()

@@ -92,6 +92,11 @@ class Driver(ABC):
         """Ask the agent to stop this session's running turn (only when `can_abort`)."""
         raise NotImplementedError
 
+    def closed(self) -> None:
+        """The process is gone: nothing more will be read. Whatever waits for an answer of
+        the agent must stop waiting (it raises ConnectionError)."""
+        return None
+
     def shutdown_record(self) -> dict[str, Any] | None:
         """What to write to ask the agent to exit, before its stdin is closed."""
         return None

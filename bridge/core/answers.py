@@ -77,6 +77,16 @@ class Answers:
             reply_to=last.reply_to, settles=messages, settle_status="failed", error=reason),
             f"give-up-{last.session_id}")
 
+    async def unsolicited(self, session: str | None, text: str) -> None:
+        """An answer no turn waits for (a scheduled job, a second answer): its session tells
+        the chat."""
+        chat = await self._store.chat_for_session(session) if session else None
+        if chat is None:
+            log.warning("agent response for unknown session %r dropped", session)
+            return
+        self._outbox.deliver(await self._store.add_reply(
+            chat, ReplyKind.UNSOLICITED, text, session_id=session))
+
     async def commit(self, chat: ChatRef, kind: ReplyKind, text: str, **details: Any) -> None:
         delay = STORE_RETRY_FIRST
         failed = False

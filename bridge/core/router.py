@@ -227,7 +227,7 @@ class Router:
             await self._progress.clear(turn.chat, Outcome.DONE)
             self._answers.settle(turn, ReplyKind.ANSWER, event.text, self._after_turn)
             return
-        await self._unsolicited(event.session, event.text)
+        await self._answers.unsolicited(event.session, event.text)
 
     async def _ask(self, worker: Worker, turn: Turn | None, request: DialogRequest) -> None:
         if turn is None:
@@ -252,15 +252,6 @@ class Router:
         self._answers.settle(turn, ReplyKind.ERROR,
                              f"⚠️ The agent could not answer this: {event.message}",
                              self._after_turn, status="failed", error=event.message)
-
-    async def _unsolicited(self, session: str | None, text: str) -> None:
-        # No turn waits for it: a scheduled job or a second answer. Its session tells the chat.
-        chat = await self._store.chat_for_session(session) if session else None
-        if chat is None:
-            log.warning("agent response for unknown session %r dropped", session)
-            return
-        self._outbox.deliver(await self._store.add_reply(
-            chat, ReplyKind.UNSOLICITED, text, session_id=session))
 
     # -- internals -------------------------------------------------------------------------
 
@@ -307,8 +298,24 @@ class Router:
             # these messages is stored only after it, and whatever puts them back in the
             # queue waits for it first (_recorded).
             self._record_dispatch([i for turn in turns for i in turn.ids])
-            for turn in turns:
+            await self._start_all(turns)
+
+    async def _start_all(self, turns: list[Turn]) -> None:
+        """Hand a wave's turns to their workers: one after another on a worker (its pipe takes
+        one write at a time), side by side across workers, so one slow agent (a session
+        switch, a full pipe) does not hold up the others."""
+        by_worker: dict[str, list[Turn]] = {}
+        for turn in turns:
+            by_worker.setdefault(turn.worker.name, []).append(turn)
+
+        async def in_turn(queue: list[Turn]) -> None:
+            for turn in queue:
                 await self._start(turn)
+
+        if len(by_worker) == 1:
+            await in_turn(turns)
+        else:
+            await asyncio.gather(*(in_turn(queue) for queue in by_worker.values()))
 
     def _claim(self) -> list[Turn]:
         """Take the next batch of each waiting lane whose session can start now.

@@ -140,20 +140,23 @@ async def test_health_probes_overtaking_slow_responses_are_matched_by_id(tmp_pat
     assert "no request of ours" not in err
 
 
-async def test_dialogs_are_answered_cancelled_and_the_turn_goes_on(tmp_path: Path) -> None:
+async def test_dialogs_are_asked_on_the_console_and_answered_by_the_next_line(
+        tmp_path: Path) -> None:
     lines, _ = await converse(
-        tmp_path, "#ui=confirm a\n#ui=select b\n#ui=input c\n#ui=editor d\n#ui=notify e\n",
-        "--startup-ui")
-    cancelled = '{"cancelled": true}'
-    assert lines == [f"you said: #ui=confirm a [confirm answered {cancelled}]",
-                     f"you said: #ui=select b [select answered {cancelled}]",
-                     f"you said: #ui=input c [input answered {cancelled}]",
-                     f"you said: #ui=editor d [editor answered {cancelled}]",
-                     "you said: #ui=notify e [notify sent]"]
-    answers = journal(tmp_path).requests("extension_ui_response")
-    assert [a.get("cancelled") for a in answers] == [True] * 4
+        tmp_path, "#ui=confirm a\nyes\n#ui=select b\n2\n#ui=input c\nsome text\n"
+                  "#ui=editor d\ncancel\n#ui=notify e\n", "--startup-ui")
+    answers = [line for line in lines if line.startswith("you said: ")]
+    assert answers == ['you said: #ui=confirm a [confirm answered {"confirmed": true}]',
+                       'you said: #ui=select b [select answered {"value": "Block"}]',
+                       'you said: #ui=input c [input answered {"value": "some text"}]',
+                       'you said: #ui=editor d [editor answered {"cancelled": true}]',
+                       "you said: #ui=notify e [notify sent]"]
+    assert [line for line in lines if line.startswith("✓ Answer sent")] == [
+        "✓ Answer sent: yes", "✓ Answer sent: Block", "✓ Answer sent: some text",
+        "✓ Answer sent: cancelled"]
+    sent = journal(tmp_path).requests("extension_ui_response")
     # Status lines, widgets, titles and notifications need no answer and get none.
-    assert len(answers) == 4
+    assert len(sent) == 4
 
 
 async def test_a_run_retried_by_the_agent_counts_only_its_last_end(tmp_path: Path) -> None:
@@ -244,6 +247,7 @@ async def test_a_switch_the_agent_declines_runs_nothing_in_another_session(
     # An extension asks before every switch; nobody can confirm, so the switch is cancelled.
     # The turn must not run in whatever session the agent has open (another chat's).
     lines, _ = await converse(tmp_path, "hello\n", "--confirm-switch")
-    assert len(lines) == 1 and lines[0].startswith(ERROR)
-    assert "declined" in lines[0]
+    # Asked on the console; the input has ended, so nobody confirms and the switch is off.
+    assert lines[0] == "❓ **Switch session?**"
+    assert lines[-1].startswith(ERROR) and "declined" in lines[-1]
     assert journal(tmp_path).prompts() == []

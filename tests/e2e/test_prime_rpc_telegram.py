@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.prime_rpc_support import fake_agent_settings, journal
 from tests.e2e.telegram_support import OTHER_USER, USER, reply_containing, started, telegram_config
 from tests.fakes.telegram import FakeTelegram
@@ -52,9 +50,6 @@ async def test_two_chats_files_and_photos(tmp_path: Path) -> None:
     assert photo["message"] == "what is this?"
 
 
-@pytest.mark.xfail(strict=True, raises=(TimeoutError, AssertionError),
-                   reason="core gap: /stop drops queued messages only; it does not stop the "
-                          "running turn (Router/Commands never call Worker.cancel_turn for it)")
 async def test_stop_aborts_the_running_turn(tmp_path: Path) -> None:
     async with FakeTelegram() as fake:
         config = telegram_config(tmp_path, fake,

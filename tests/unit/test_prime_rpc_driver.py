@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from picobridge.agent.driver import DriverContext
-from picobridge.agent.port import AgentEvent, AgentRequest, Failure, Progress, Reply
+from picobridge.agent.port import AgentEvent, AgentRequest, DialogRequest, Failure, Progress, Reply
 from picobridge.agent.protocols import PROTOCOLS, driver_class, prime_rpc
 from picobridge.agent.protocols.prime_rpc import PrimeRpcDriver
 from picobridge.config.sections import AgentSettings
-from picobridge.contract import Attachment
+from picobridge.contract import Attachment, DialogAnswer, DialogKind
 
 JSON = dict[str, Any]
 
@@ -424,12 +424,30 @@ async def test_an_abort_while_the_agent_waits_to_retry_is_a_stop(rig: Rig) -> No
 
 
 @pytest.mark.parametrize("method", ["confirm", "select", "input", "editor"])
-async def test_dialogs_are_answered_cancelled(rig: Rig, method: str) -> None:
+async def test_a_turns_dialogs_go_to_the_person_and_their_answer_back(rig: Rig,
+                                                                     method: str) -> None:
     await rig.ready()
     await rig.turn("s1")
     await rig.feed({"type": "extension_ui_request", "id": "ui-7", "method": method,
-                    "title": "Allow?"})
+                    "title": "Allow?", "options": ["Allow", "Block"], "timeout": 30000})
+    [asked] = [e for e in rig.events if isinstance(e, DialogRequest)]
+    assert asked == DialogRequest("s1", "ui-7", DialogKind(method), "Allow?", "",
+                                  ("Allow", "Block"), "", 30.0)
+    assert rig.pipe.pending() == 0  # nothing answered yet: the person is asked
+    await rig.driver.answer_dialog("ui-7", DialogAnswer(confirmed=True) if method == "confirm"
+                                   else DialogAnswer(value="Block"))
+    expected = {"confirmed": True} if method == "confirm" else {"value": "Block"}
+    assert await rig.pipe.next() == {"type": "extension_ui_response", "id": "ui-7", **expected}
+    await rig.driver.answer_dialog("ui-7", DialogAnswer(cancelled=True))
     assert await rig.pipe.next() == {"type": "extension_ui_response", "id": "ui-7",
+                                     "cancelled": True}
+
+
+async def test_a_dialog_outside_any_turn_is_answered_cancelled_at_once(rig: Rig) -> None:
+    await rig.ready()
+    await rig.feed({"type": "extension_ui_request", "id": "ui-8", "method": "confirm",
+                    "title": "Allow?"})
+    assert await rig.pipe.next() == {"type": "extension_ui_response", "id": "ui-8",
                                      "cancelled": True}
 
 

@@ -24,23 +24,28 @@ shared/peers/prime-rpc-peer.md (where they differ, the program wins).
 from __future__ import annotations
 
 import asyncio
-import base64
 import itertools
 import logging
 import time
-from pathlib import Path
 from typing import Any, ClassVar
 
 from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
-from picobridge.agent.port import AgentRequest, DialogRequest, Failure, Progress, Reply
-from picobridge.contract import Attachment, DialogAnswer, DialogKind
+from picobridge.agent.port import AgentRequest, Failure, Progress, Reply
+from picobridge.agent.protocols.prime_rpc_wire import (
+    assistant_text,
+    dialog_request,
+    images_of,
+    move_aside,
+    progress_of,
+    prompt_text,
+)
+from picobridge.contract import DialogAnswer
 
 log = logging.getLogger("picobridge.agent")
 
 # How long an error ending may wait for the agent's own retry to be announced.
 RETRY_NOTICE_WAIT = 2.0
 STOPPED = "_(stopped)_"
-MAX_IMAGE_BYTES = 20 * 1024 * 1024
 _UI_IGNORED = frozenset({"setStatus", "setWidget", "setTitle", "set_editor_text"})
 
 
@@ -50,21 +55,6 @@ class RequestFailed(Exception):
 
 class Declined(RequestFailed):
     """The agent answered a switch with cancelled: true."""
-
-
-def assistant_text(messages: Any) -> tuple[str, str | None, str | None]:
-    """The last assistant message's text, its stopReason and its errorMessage."""
-    if isinstance(messages, list):
-        for message in reversed(messages):
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                parts = message.get("content")
-                text = "".join(p.get("text", "") for p in parts if isinstance(p, dict)
-                               and p.get("type") == "text" and isinstance(p.get("text"), str)
-                               ) if isinstance(parts, list) else ""
-                reason, error = message.get("stopReason"), message.get("errorMessage")
-                return (text, reason if isinstance(reason, str) else None,
-                        error if isinstance(error, str) else None)
-    return "", None, None
 
 
 class PrimeRpcDriver(Driver):
@@ -109,8 +99,8 @@ class PrimeRpcDriver(Driver):
             # An agent that dies here never answers: the wait must end by itself.
             async with asyncio.timeout(self._context.settings.ready_timeout):
                 await self._switch_to(request.session)
-            record: dict[str, Any] = {"type": "prompt", "message": _prompt_text(request)}
-            images = await asyncio.to_thread(_images, request.attachments)
+            record: dict[str, Any] = {"type": "prompt", "message": prompt_text(request)}
+            images = await asyncio.to_thread(images_of, request.attachments)
             if images:
                 record["images"] = images
             # Its response comes before the run's events; a refusal ends the turn there.
@@ -171,6 +161,11 @@ class PrimeRpcDriver(Driver):
         self._unawaited.add(request_id)
         await self._io.write({"id": request_id, **record})
 
+    def closed(self) -> None:
+        for waiter in self._pending.values():
+            if not waiter.done():
+                waiter.set_exception(ConnectionError("the agent is gone"))
+
     async def _request(self, record: dict[str, Any]) -> dict[str, Any]:
         request_id = self._new_id()
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -221,7 +216,7 @@ class PrimeRpcDriver(Driver):
             # Its history cannot be used (pi refuses a file whose working directory is gone):
             # keep it aside for the operator and start afresh, rather than a stuck chat.
             aside = f"{path}.refused-{int(time.time())}"
-            await asyncio.to_thread(_move_aside, path, aside)
+            await asyncio.to_thread(move_aside, path, aside)
             log.warning("worker %s: the agent refused session file %s (%s); moved to %s",
                         self._context.worker, path, str(exc).splitlines()[0], aside)
             await self._switch_request(path)
@@ -242,7 +237,7 @@ class PrimeRpcDriver(Driver):
     async def _turn_event(self, kind: Any, record: dict[str, Any]) -> None:
         session = self._turn
         assert session is not None
-        progress = _progress(kind, record)
+        progress = progress_of(kind, record)
         if progress is not None:
             await self._emit(Progress(session, *progress))
         if kind in ("agent_start", "auto_retry_start"):
@@ -311,7 +306,7 @@ class PrimeRpcDriver(Driver):
             return
         if not isinstance(ui_id, str):
             return
-        request = _dialog(self._turn, ui_id, method, record)
+        request = dialog_request(self._turn, ui_id, method, record)
         if request is None:
             # Nobody to ask (no turn runs) or a kind of dialog unknown here: the extension hears
             # "cancelled" at once rather than blocking its agent.
@@ -321,83 +316,3 @@ class PrimeRpcDriver(Driver):
                                   "cancelled": True})
             return
         await self._emit(request)
-
-
-def _dialog(session: str | None, ui_id: str, method: Any,
-            record: dict[str, Any]) -> DialogRequest | None:
-    if session is None or method not in {k.value for k in DialogKind}:
-        return None
-
-    def text(key: str) -> str:
-        value = record.get(key)
-        return value if isinstance(value, str) else ""
-
-    options = record.get("options")
-    timeout = record.get("timeout")
-    return DialogRequest(
-        session, ui_id, DialogKind(method), text("title"), text("message") or text("placeholder"),
-        tuple(str(o) for o in options) if isinstance(options, list) else (), text("prefill"),
-        timeout / 1000 if isinstance(timeout, int | float) and timeout > 0 else None)
-
-
-def _progress(kind: Any, record: dict[str, Any]) -> tuple[str, str, str] | None:
-    """(kind, text, tool) of a progress event, or None."""
-    if kind == "message_update":
-        event = record.get("assistantMessageEvent")
-        if isinstance(event, dict) and isinstance(event.get("delta"), str):
-            if event.get("type") == "text_delta":
-                return "text", event["delta"], ""
-            if event.get("type") == "thinking_delta":
-                return "reasoning", event["delta"], ""
-        return None
-    tool = record.get("toolName")
-    tool = tool if isinstance(tool, str) else ""
-    if kind == "tool_execution_start":
-        return "tool_start", "", tool
-    if kind == "tool_execution_end":
-        return "tool_done", "", tool
-    if kind == "auto_retry_start":
-        attempt, most = record.get("attempt"), record.get("maxAttempts")
-        return "status", f"The model failed; trying again ({attempt} of {most})…", ""
-    if kind == "compaction_start":
-        return "status", "Compacting the conversation's memory…", ""
-    return None
-
-
-def _prompt_text(request: AgentRequest) -> str:
-    blocks = []
-    for att in request.attachments:
-        if att.content is not None:
-            blocks.append(f"[Attachment: {att.name}]\n{att.content}\n[/Attachment]\n\n")
-        elif not _is_image(att):
-            details = f"size: {att.size} bytes, " if att.size is not None else ""
-            blocks.append(f"[Attachment: {att.name}] The user sent a file that was saved to "
-                          f"{att.path} ({details}type: {att.mime or 'unknown'})\n\n")
-    return "".join(blocks) + request.text
-
-
-def _is_image(att: Attachment) -> bool:
-    return att.content is None and att.path is not None and (att.mime or "").startswith("image/")
-
-
-def _images(attachments: tuple[Attachment, ...]) -> list[dict[str, str]]:
-    images = []
-    for att in attachments:
-        if not _is_image(att) or att.path is None:
-            continue
-        try:
-            data = Path(att.path).read_bytes()
-        except OSError as exc:
-            log.warning("image %s could not be read for the agent: %s", att.name, exc.strerror)
-            continue
-        if len(data) <= MAX_IMAGE_BYTES:
-            images.append({"type": "image", "data": base64.b64encode(data).decode("ascii"),
-                           "mimeType": att.mime or "image/png"})
-    return images
-
-
-def _move_aside(path: str, aside: str) -> None:
-    source = Path(path)
-    if source.exists():
-        source.rename(aside)
-
