@@ -29,6 +29,13 @@ YES = frozenset({"y", "yes", "ok", "okay", "sure", "confirm", "true", "1"})
 NO = frozenset({"n", "no", "nope", "deny", "false", "0"})
 
 
+@dataclass(frozen=True, slots=True)
+class TypedAnswer:
+    dialog_id: str
+    answer: DialogAnswer | None  # None: the message does not answer the question
+    reply: str  # what to tell the person
+
+
 @dataclass(eq=False)
 class _Open:
     dialog: Dialog
@@ -81,18 +88,23 @@ class Dialogs:
             return None
         return await self._close(dialog_id, answer, tell_agent=True)
 
-    async def typed(self, chat: ChatRef, text: str) -> str | None:
-        """The chat's next message, taken as the answer to its open question; None when no
-        question is open there. Returns what to tell the person."""
+    def read_typed(self, chat: ChatRef, text: str) -> TypedAnswer | None:
+        """The chat's next message read as the answer to its open question (None when no
+        question is open there). Nothing is answered yet: see `give`."""
         dialog_id = self._by_chat.get(chat.key)
         if dialog_id is None:
             return None
         dialog = self._open[dialog_id].dialog
         answer = parse_answer(dialog, text)
         if answer is None:
-            return f"Please answer the question first. {how_to_answer(dialog)}"
-        shown = await self._close(dialog_id, answer, tell_agent=True)
-        return f"✓ Answer sent: {shown}"
+            return TypedAnswer(dialog_id, None,
+                               f"Please answer the question first. {how_to_answer(dialog)}")
+        return TypedAnswer(dialog_id, answer, f"✓ Answer sent: {answer.describe()}")
+
+    async def give(self, typed: TypedAnswer, chat: ChatRef) -> None:
+        """Pass a typed answer on (once the message carrying it is stored)."""
+        if typed.answer is not None:
+            await self.answer(typed.dialog_id, chat, typed.answer)
 
     async def turn_ended(self, session: str) -> None:
         """The turn that asked is over: its questions no longer wait for anyone."""

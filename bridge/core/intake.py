@@ -135,20 +135,25 @@ class Intake:
             bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
         assert self._dialogs is not None
-        said = await self._dialogs.typed(message.chat, message.text)
-        if said is None:  # answered meanwhile (a button): an ordinary message after all
+        typed = self._dialogs.read_typed(message.chat, message.text)
+        if typed is None:  # answered meanwhile (a button): an ordinary message after all
             stored = await self._store.record_inbound(message)
             if stored is not None:
                 self._router.enqueue(stored)
             return SubmitResult.ACCEPTED
-        stored_reply = await self._store.record_command(message, said)
+        # Stored before the agent hears the answer: a store that refuses the message leaves
+        # the question open for the platform's next offer of it.
+        stored_reply = await self._store.record_command(message, typed.reply)
+        await self._dialogs.give(typed, message.chat)
         if stored_reply is not None:
             self._outbox.deliver(stored_reply)
         return SubmitResult.COMMAND
 
     async def answer_dialog(self, dialog_id: str, chat: ChatRef, user_id: str,
                             answer: DialogAnswer) -> str | None:
-        if self._dialogs is None or not await self._access.allowed(chat.platform, user_id):
+        async with self._storage.writing("reading a click"):
+            allowed = await self._access.allowed(chat.platform, user_id)
+        if self._dialogs is None or not allowed:
             return None
         return await self._dialogs.answer(dialog_id, chat, answer)
 
