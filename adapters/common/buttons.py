@@ -64,7 +64,7 @@ def buttons(dialog: Dialog) -> list[Button] | None:
                    for index, option in enumerate(dialog.options)]
     else:
         return None
-    return [*choices, Button("Cancel", encode(dialog.id, CANCEL), "danger")]
+    return [*choices, Button("Cancel", encode(dialog.id, CANCEL))]
 
 
 def label(text: str, limit: int) -> str:

@@ -57,6 +57,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
             await started(daemon, fake)
             yield Env(fake, daemon)
         assert_no_token(daemon, fake.token)
+        assert "Traceback" not in daemon.log
 
 
 def got(answer: dict[str, Any]) -> str:
