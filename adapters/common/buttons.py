@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from picobridge.contract import BridgeLink, ChatRef, Dialog, DialogAnswer, DialogKind
 
 YES, NO, CANCEL = "y", "n", "c"
-# Beyond this many options a keyboard is a wall of buttons (and past Slack's and Telegram's
-# limits); the person types the number instead, as the question's text says.
+# Beyond this many options a keyboard is a wall of buttons; the person types the number
+# instead, as the question's text says. (With Cancel, 21 buttons: within Slack's 25 to an
+# actions block and Telegram's 100 to a keyboard.)
 MAX_OPTIONS = 20
 MAX_REMEMBERED = 1000
 _DATA = re.compile(r"d:([A-Za-z0-9_.-]{1,40}):(y|n|c|\d{1,3})")
@@ -37,7 +38,7 @@ NOT_OURS = "This button no longer works."
 class Button:
     label: str
     data: str  # what the platform hands back on a click
-    style: str | None = None  # "primary" / "danger" where the platform colours buttons
+    style: str | None = None  # "primary" where the platform colours buttons
 
 
 def encode(dialog_id: str, choice: str) -> str:

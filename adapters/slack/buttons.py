@@ -2,7 +2,7 @@
 
 Layout: the question's text (mrkdwn, in sections of at most 3000 characters, Slack's limit)
 and an actions block of buttons under it: Yes / No for a confirm, one per option for a
-select (25 to an actions block), then Cancel. Each button's action_id and value carry
+select, then Cancel. Each button's action_id and value carry
 `d:<dialog id>:<choice>` (adapters/common/buttons.py). The message's `text` stays the whole
 question: Slack shows it in notifications, and it says how to answer by typing.
 
@@ -22,7 +22,6 @@ from picobridge.contract import ChatRef, Dialog
 
 SECTION_CHARS = 3000
 LABEL_CHARS = 75
-BUTTONS_PER_BLOCK = 25
 MAX_BLOCKS = 50
 
 Block = dict[str, Any]
@@ -36,14 +35,13 @@ def question_blocks(markdown: str, dialog: Dialog | None, asked: Asked) -> list[
         return None
     sections = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}
                 for text in render_slack(markdown, SECTION_CHARS)]
-    elements = [_button(b.label, b.data, b.style) for b in found]
-    actions = [{"type": "actions", "block_id": f"{dialog.id}.{n}",
-                "elements": elements[start:start + BUTTONS_PER_BLOCK]}
-               for n, start in enumerate(range(0, len(elements), BUTTONS_PER_BLOCK))]
-    if len(sections) + len(actions) > MAX_BLOCKS:
+    # One actions block holds them all: common/buttons.py offers at most MAX_OPTIONS + 1.
+    actions = {"type": "actions", "block_id": f"q.{dialog.id}",
+               "elements": [_button(b.label, b.data, b.style) for b in found]}
+    if len(sections) + 1 > MAX_BLOCKS:
         return None
     asked.remember(dialog)
-    return [*sections, *actions]
+    return [*sections, actions]
 
 
 def _button(text: str, data: str, style: str | None) -> Block:
