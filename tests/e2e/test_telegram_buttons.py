@@ -31,6 +31,7 @@ AGENT = Path(__file__).with_name("dialog_agent.py")
 ALLOWED = [5001, 5002, 5003, 5004, 5005, 5006, 5007, 5008]
 STRANGER = 9999
 GROUP = -1001000000001
+FORUM = -1001000000002
 CLOSED = "This question is closed."
 NOT_ALLOWED = "Sorry, only people allowed to talk to the agent can answer its questions."
 
@@ -166,6 +167,19 @@ async def test_a_select_shows_one_button_per_option(env: Env) -> None:
     # The keyboard is gone: nobody can press it any more.
     with pytest.raises(LookupError):
         fake.press_button(chat, question.message_id, chat, text="red")
+
+
+async def test_a_question_in_a_forum_topic_is_answered_there(env: Env) -> None:
+    fake, user = env.fake, ALLOWED[7]
+    fake.user_message(FORUM, user, "@picobridge_test_bot confirm in the topic",
+                      message_thread_id=11, is_topic_message=True)
+    question = await reply_containing(fake, FORUM, "Deploy now?")
+    assert question.message_thread_id == 11
+    # The topic is the conversation: a click there answers the topic's question.
+    assert await pressed(fake, question, user, "Yes") == "✓ Answer: yes"
+    answer = await reply_containing(fake, FORUM, got({"confirmed": True}))
+    assert answer.message_thread_id == 11
+    await shows_answer(fake, question, "yes")
 
 
 async def test_typed_answers_still_work(env: Env) -> None:
