@@ -8,8 +8,9 @@ messages in that thread reach the agent without a new mention because the bridge
 thread (BridgeLink.knows_chat). In channels nothing else is read.
 
 Events and slash commands (acknowledgement after the commit, per-conversation order, the
-command syntax, storage outages) are handled in inbound.py; what bolt's result means for the
-acknowledgement, and payloads that do not parse, in dispatch.py.
+command syntax, storage outages) are handled in inbound.py; clicks on the buttons of the
+agent's questions (interactivity) in clicks.py, their blocks in buttons.py; what bolt's result
+means for the acknowledgement, and payloads that do not parse, in dispatch.py.
 
 Long-lived loops (the Socket Mode watch, the retry of messages waiting for the database, the
 media clean-up) run under the daemon's supervision (BridgeLink.keep_running): a loop that
@@ -40,7 +41,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.common.buttons import Asked
 from picobridge.adapters.common.tasks import TaskSet
+from picobridge.adapters.slack.clicks import SlackClicks
 from picobridge.adapters.slack.client import (
     SlackAuthError,
     as_response,
@@ -102,6 +105,8 @@ class SlackAdapter(Adapter):
         self._sender: SlackSender | None = None
         self._progress: SlackProgress | None = None
         self._inbound: SlackInbound | None = None
+        self._clicks: SlackClicks | None = None
+        self._asked = Asked()  # the questions sent with buttons
         self._connected = False
         self._stopped = False
         self._tasks = TaskSet(log)
@@ -114,7 +119,7 @@ class SlackAdapter(Adapter):
         self._session = aiohttp.ClientSession()
         client = self._client = web_client(s, self._session)
         self._sender = SlackSender(client, bridge, max_chunks=s.max_chunks,
-                                   on_auth_failure=self._auth_failed)
+                                   on_auth_failure=self._auth_failed, asked=self._asked)
         self._progress = SlackProgress(client, received=s.reaction_received,
                                        done=s.reaction_done, failed=s.reaction_failed,
                                        stream=s.stream)
@@ -122,6 +127,8 @@ class SlackAdapter(Adapter):
         files = SlackFiles(self._session, s.bot_token.get_secret_value(), s.file_hosts,
                            self._policy, functools.partial(file_info, client))
         self._inbound = SlackInbound(s, bridge, client, files, self._progress, self._tasks)
+        self._clicks = SlackClicks(bridge, client, self._asked, self._inbound.serial,
+                                   self._tasks)
         self._app = self._make_app(client)
         secret = s.signing_secret.get_secret_value() if s.signing_secret else None
         self._dispatcher = Dispatcher(self._app, secret)
@@ -250,6 +257,8 @@ class SlackAdapter(Adapter):
         )
         app.event(re.compile(".*"))(self._on_event)
         app.command(s.slash_command)(self._on_command)
+        # Button clicks (interactivity), in Socket Mode and on the events URL alike.
+        app.block_action(re.compile(".*"))(self._on_click)
         return app
 
     def _prime_bolt(self, auth_test: dict[str, Any]) -> None:
@@ -266,6 +275,15 @@ class SlackAdapter(Adapter):
         # so Slack sends the event again (dispatch.py).
         listening()
         await self.handle_event(body)
+        await ack()
+
+    async def _on_click(self, body: dict[str, Any], ack: Any) -> None:
+        # Acknowledged at once: Slack never sends a click again, and answering it may wait
+        # for the conversation's turn (clicks.py).
+        listening()
+        if self._clicks is None:
+            raise NotYet("the Slack adapter is not ready for clicks yet")
+        self._clicks.take(body)
         await ack()
 
     async def _on_command(self, body: dict[str, Any], ack: Any) -> None:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
@@ -37,7 +38,11 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 
-from picobridge.adapters.slack.shapes import envelope_problem, payload_problem
+from picobridge.adapters.slack.shapes import (
+    envelope_problem,
+    interaction_problem,
+    payload_problem,
+)
 from picobridge.contract import StorageUnavailable
 
 log = logging.getLogger("picobridge.slack")
@@ -205,13 +210,20 @@ def signed(secret: bytes, raw: bytes, headers: Mapping[str, str]) -> bool:
 
 def _body_problem(raw: bytes, content_type: str) -> str | None:
     """Why a signed request body cannot be read (form bodies, slash commands, hold only
-    strings and are bolt's to parse once they are text)."""
+    strings and are bolt's to parse once they are text; an interaction's form holds its
+    JSON in `payload`)."""
     try:
         body = raw.decode("utf-8")
     except UnicodeDecodeError:
         return "the body is not UTF-8 text"
     if content_type != "application/json":
-        return None
+        form = dict(parse_qsl(body, keep_blank_values=True))
+        if "payload" not in form:
+            return None
+        try:
+            return interaction_problem(json.loads(form["payload"]))
+        except ValueError:
+            return "the interaction payload is not JSON"
     try:
         payload = json.loads(body)
     except ValueError:

@@ -91,6 +91,11 @@ class SlackInbound:
         # (not acknowledged), so Slack sends them again.
         self.me: Identity | None = None
 
+    @property
+    def serial(self) -> ChatSerial:
+        """The conversations' order of work (clicks go in it too)."""
+        return self._serial
+
     async def event(self, body: dict[str, Any]) -> None:
         """Process one Events API payload; returns once it is safe to acknowledge."""
         me = self.me

@@ -22,8 +22,10 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from picobridge.adapters.common.buttons import Asked
 from picobridge.adapters.common.multipart import MultipartSend
 from picobridge.adapters.common.partlog import Cursors, PartLog
+from picobridge.adapters.slack.buttons import question_blocks
 from picobridge.adapters.slack.events import PLATFORM
 from picobridge.adapters.slack.render import SLACK_LIMIT, render_slack
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
@@ -98,8 +100,11 @@ class StreamTarget:
 
 class SlackSender:
     def __init__(self, client: AsyncWebClient, cursors: Cursors, *, max_chunks: int,
-                 on_auth_failure: Callable[[str], None], limit: int = SLACK_LIMIT) -> None:
+                 on_auth_failure: Callable[[str], None], limit: int = SLACK_LIMIT,
+                 asked: Asked | None = None) -> None:
+        """`asked` remembers the questions sent with buttons (clicks.py reads it)."""
         self._client = client
+        self._asked = asked if asked is not None else Asked()
         self._parts = PartLog(cursors, PLATFORM)
         self._max_chunks = max_chunks
         self._limit = limit
@@ -138,11 +143,17 @@ class SlackSender:
                 log.info("long reply to %s sent as a file (%d characters)", chat.key,
                          len(reply.text))
             return
+        blocks = None
+        if reply.kind is ReplyKind.QUESTION and len(chunks) == 1:
+            # A question that fits one message gets its buttons (a longer one is answered by
+            # typing, as its text says).
+            blocks = question_blocks(reply.text, reply.dialog, self._asked)
         sending = await MultipartSend.begin(self._parts, reply.outbox_id, chunks)
         try:
             for index, text in enumerate(chunks):
                 await sending.part(str(index), self._part(chat, text,
-                                                          stream if index == 0 else None))
+                                                          stream if index == 0 else None,
+                                                          blocks))
         except Exception as exc:
             error = delivery_error(exc, self._on_auth_failure)
             if error.permanent:
@@ -150,14 +161,15 @@ class SlackSender:
             raise error from exc
         await sending.finish()
 
-    def _part(self, chat: ChatRef, text: str,
-              stream: StreamTarget | None) -> Callable[[], Awaitable[Any]]:
+    def _part(self, chat: ChatRef, text: str, stream: StreamTarget | None,
+              blocks: list[dict[str, Any]] | None = None) -> Callable[[], Awaitable[Any]]:
         if stream is not None:
             return lambda: self._client.chat_update(channel=chat.chat_id, ts=stream.ts, text=text)
-        return lambda: self._post(chat, text)
+        return lambda: self._post(chat, text, blocks)
 
-    async def _post(self, chat: ChatRef, text: str) -> None:
-        await self._client.chat_postMessage(channel=chat.chat_id, text=text,
+    async def _post(self, chat: ChatRef, text: str,
+                    blocks: list[dict[str, Any]] | None = None) -> None:
+        await self._client.chat_postMessage(channel=chat.chat_id, text=text, blocks=blocks,
                                             thread_ts=chat.thread_id, unfurl_links=False,
                                             unfurl_media=False)
 

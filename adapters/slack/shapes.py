@@ -110,6 +110,46 @@ def command_problem(payload: object) -> str | None:
     return _field_problem("command", payload, _COMMAND_FIELDS)
 
 
+# Fields of a block_actions payload the adapter (and bolt) read, and their types.
+_CLICK_FIELDS: Mapping[str, tuple[type, ...]] = {
+    "user": (dict,), "channel": (dict,), "container": (dict,), "message": (dict,),
+    "team": (dict,), "api_app_id": (str,), "trigger_id": (str,), "response_url": (str,),
+}
+_CLICK_PARTS: Mapping[str, Mapping[str, tuple[type, ...]]] = {
+    "user": {"id": (str,), "team_id": (str,)},
+    "channel": {"id": (str,)},
+    "team": {"id": (str,), "enterprise_id": (str,)},
+    "container": {"channel_id": (str,), "message_ts": (str,), "thread_ts": (str,)},
+    "message": {"ts": (str,), "thread_ts": (str,), "text": (str,), "blocks": (list,)},
+}
+_ACTION_FIELDS: Mapping[str, tuple[type, ...]] = {
+    "action_id": (str,), "block_id": (str,), "value": (str,), "type": (str,),
+}
+
+
+def interaction_problem(payload: object) -> str | None:
+    """Why an interactivity payload cannot be read, or None when it can (or is of a kind
+    the adapter does not take: bolt finds no listener for it, and it is skipped)."""
+    if not isinstance(payload, dict):
+        return f"the interaction payload is {kind_of(payload)}, not an object"
+    if not isinstance(payload.get("type"), str):
+        return f"the interaction type is {kind_of(payload.get('type'))}"
+    if payload["type"] != "block_actions":
+        return None
+    problem = _field_problem("payload", payload, _CLICK_FIELDS)
+    for name, fields in _CLICK_PARTS.items():
+        if problem is None and isinstance(payload.get(name), dict):
+            problem = _field_problem(f"payload.{name}", payload[name], fields)
+    if problem is not None:
+        return problem
+    actions = payload.get("actions")
+    if not isinstance(actions, list) or not actions:
+        return "payload.actions is not a list of actions"
+    if not all(isinstance(a, dict) for a in actions):
+        return "payload.actions holds something other than objects"
+    return _field_problem("payload.actions[0]", actions[0], _ACTION_FIELDS)
+
+
 def envelope_problem(envelope: Mapping[str, Any]) -> str | None:
     """Why a Socket Mode envelope cannot be read, or None when it can (or is not ours to
     judge: hello, disconnect and other messages without an envelope id)."""
@@ -121,6 +161,8 @@ def envelope_problem(envelope: Mapping[str, Any]) -> str | None:
         return payload_problem(payload)
     if kind == "slash_commands":
         return command_problem(payload)
+    if kind == "interactive":
+        return interaction_problem(payload)
     if not isinstance(payload, dict):
         return f"the {kind} payload is {kind_of(payload)}, not an object"
     return None

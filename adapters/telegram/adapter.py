@@ -23,8 +23,10 @@ from telegram.request import BaseRequest, HTTPXRequest
 
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.common.buttons import Asked
 from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.tasks import TaskSet
+from picobridge.adapters.telegram.buttons import Clicks, keyboard
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.http import AiohttpRequest
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
@@ -102,6 +104,7 @@ class TelegramAdapter(Adapter):
         self._progress: ProgressDisplay | None = None
         self._poller: Poller | None = None
         self._dispatcher = Dispatcher(self._handle)
+        self._asked = Asked()  # the questions shown with buttons
         self._tasks = TaskSet(log)
         self._webhook_up = False
         self._running = False
@@ -217,8 +220,10 @@ class TelegramAdapter(Adapter):
         # Polling holds an update whose commit the store refuses and offers it again; a
         # webhook answers 503 and Telegram sends it again.
         storage = StorageWait(hold=self._cfg.mode == "polling")
+        clicks = Clicks(bot, bridge, self._asked, storage, self._scrub)
         self._pipeline = Pipeline(bot, bridge, self._policy, identity, self._sender.notice,
-                                  COMMAND_NAMES, self._scrub, storage=storage)
+                                  COMMAND_NAMES, self._scrub, storage=storage,
+                                  clicked=clicks.handle)
         self._ready.set()
         log.info("connected to Telegram as @%s (%s mode)", identity.username, self._cfg.mode)
         self._tasks.spawn(self._register_commands(bot), name="telegram-commands")
@@ -334,8 +339,10 @@ class TelegramAdapter(Adapter):
         if reply.kind in (ReplyKind.ANSWER, ReplyKind.ERROR):
             self._progress.stop_typing(chat)
             draft = await self._progress.take_draft(chat, reply)
+        markup = keyboard(reply.dialog, self._asked) if reply.kind is ReplyKind.QUESTION \
+            else None
         with self._progress.settling(reply):
-            await self._sender.send(chat, reply, edit=draft)
+            await self._sender.send(chat, reply, edit=draft, markup=markup)
 
     async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
         if self._progress is not None and self._ready.is_set():

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from telegram import Bot, Message, Update, User
+from telegram import Bot, CallbackQuery, Message, Update, User
 
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
 from picobridge.adapters.common.backoff import Backoff
@@ -54,6 +54,7 @@ LOST_TEXT = ("⚠️ I could not take this message (an error on my side); it did
              "agent. Please send it again, perhaps in another form.")
 
 Notify = Callable[[ChatRef, str | None, str], Awaitable[None]]
+Clicked = Callable[[CallbackQuery], Awaitable[None]]
 Scrub = Callable[[str], str]
 
 
@@ -75,10 +76,13 @@ class _Reading:
 class Pipeline:
     def __init__(self, bot: Bot, bridge: BridgeLink, policy: AttachmentPolicy,
                  identity: BotIdentity, notify: Notify, commands: Sequence[str],
-                 scrub: Scrub, *, storage: StorageWait | None = None) -> None:
+                 scrub: Scrub, *, storage: StorageWait | None = None,
+                 clicked: Clicked | None = None) -> None:
         """`storage` decides what a storage outage does (polling holds the update and tries
-        again; a webhook answers 503): by default it holds."""
+        again; a webhook answers 503): by default it holds. `clicked` answers a button's
+        callback query (buttons.py), which must use the same `storage`."""
         self._bridge = bridge
+        self._clicked = clicked
         self._identity = identity
         self._notify = notify
         self._commands = tuple(commands)
@@ -116,6 +120,10 @@ class Pipeline:
 
     async def _handle_once(self, updates: Sequence[Update]) -> None:
         first = updates[0]
+        if first.callback_query is not None:
+            if self._clicked is not None:
+                await self._clicked(first.callback_query)
+            return
         if first.edited_message is not None:
             await self._edited(first.edited_message)
             return
@@ -241,6 +249,11 @@ class Dispatcher:
     def dispatch(self, update: Update) -> asyncio.Task[None]:
         """Start handling `update`; the task ends after the commit (or raises to retry)."""
         message = update.message or update.edited_message
+        if message is None and update.callback_query is not None:
+            # A click waits for the chat's messages before it (a typed answer may be there).
+            where = update.callback_query.message
+            return self._serial.run(where.chat.id if where is not None else 0,
+                                    lambda: self._handle([update]))
         if message is None:
             return self._serial.run(0, _nothing)
         chat_id = message.chat.id

@@ -20,7 +20,8 @@ from telegram.constants import ChatType
 from picobridge.contract import ChatRef
 
 PLATFORM = "telegram"
-ALLOWED_UPDATES = ("message", "edited_message")
+# callback_query: the clicks on the buttons of the agent's questions (buttons.py).
+ALLOWED_UPDATES = ("message", "edited_message", "callback_query")
 GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 
 # Content a user can send that the agent cannot read; a private chat is told so.

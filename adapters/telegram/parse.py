@@ -13,13 +13,13 @@ from __future__ import annotations
 import traceback
 from pathlib import PurePath
 
-from telegram import Bot, Chat, Message, Update
+from telegram import Bot, CallbackQuery, Chat, Message, Update
 
 # What parsing an answer of the wrong shape raises inside python-telegram-bot (a proxy's
 # answer, a Bot API change): a missing key, a string where an object belongs, and so on.
 UNREADABLE = (TypeError, ValueError, KeyError, AttributeError, IndexError)
 
-_MESSAGE_KEYS = ("message", "edited_message")
+_OBJECT_KEYS = ("message", "edited_message", "callback_query")
 _TEXT_FIELDS = ("text", "caption", "media_group_id")
 
 
@@ -44,7 +44,7 @@ def parse_update(raw: object, bot: Bot) -> Update:
         raise Malformed(f"not an object but {_kind(raw)}")
     if update_id_of(raw) is None:
         raise Malformed("it has no update_id")
-    for key in _MESSAGE_KEYS:
+    for key in _OBJECT_KEYS:
         if key in raw and not isinstance(raw[key], dict):
             raise Malformed(f"its {key} is {_kind(raw[key])}, not an object")
     try:
@@ -54,6 +54,8 @@ def parse_update(raw: object, bot: Bot) -> Update:
     for message in (update.message, update.edited_message):
         if message is not None:
             check_message(message)
+    if update.callback_query is not None:
+        check_callback(update.callback_query)
     return update
 
 
@@ -73,6 +75,23 @@ def check_message(message: Message) -> None:
         value = getattr(message, field)
         if value is not None and not isinstance(value, str):
             raise Malformed(f"a message whose {field} is {_kind(value)}, not text")
+
+
+def check_callback(query: CallbackQuery) -> None:
+    """The fields answering a button's click relies on (its message may be inaccessible:
+    then only its chat is there)."""
+    if not isinstance(query.id, str) or not query.id:
+        raise Malformed("a callback query without a valid id")
+    if not _is_int(getattr(query.from_user, "id", None)):
+        raise Malformed("a callback query whose sender has no valid id")
+    if query.data is not None and not isinstance(query.data, str):
+        raise Malformed(f"a callback query whose data is {_kind(query.data)}, not text")
+    message = query.message
+    if isinstance(message, Message) and message.is_accessible:
+        check_message(message)
+    elif message is not None and (not isinstance(message.chat, Chat)
+                                  or not _is_int(message.chat.id)):
+        raise Malformed("a callback query whose message has no valid chat")
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telegram import Bot, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -73,6 +73,7 @@ class _Part:
     id: str
     quote: ReplyParameters | None  # only the first part quotes the user's message
     edit: int | None  # the streamed draft the first part replaces
+    markup: InlineKeyboardMarkup | None = None  # a question's buttons, under its last part
 
 
 def _fingerprint(step: Step) -> str:
@@ -123,14 +124,16 @@ class Sender:
         self._scrub = scrub
         self._on_revoked = on_revoked
 
-    async def send(self, chat: ChatRef, reply: OutgoingReply, *, edit: int | None = None) -> None:
+    async def send(self, chat: ChatRef, reply: OutgoingReply, *, edit: int | None = None,
+                   markup: InlineKeyboardMarkup | None = None) -> None:
         """Deliver `reply`; when `edit` is the streamed draft of its turn, the draft becomes
-        the first part. A retry, also after a restart, sends only what did not arrive."""
+        the first part; `markup` goes under the last part. A retry, also after a restart,
+        sends only what did not arrive."""
         steps = plan(reply.text, self._max_chunks)
         sending = await MultipartSend.begin(self._parts, reply.outbox_id,
                                             [_fingerprint(step) for step in steps])
         try:
-            await self._deliver(Target.of(chat), reply, steps, sending, edit)
+            await self._deliver(Target.of(chat), reply, steps, sending, edit, markup)
         except DeliveryError as exc:
             if exc.permanent:
                 await sending.finish()
@@ -138,10 +141,12 @@ class Sender:
         await sending.finish()
 
     async def _deliver(self, target: Target, reply: OutgoingReply, steps: list[Step],
-                       sending: MultipartSend, edit: int | None) -> None:
+                       sending: MultipartSend, edit: int | None,
+                       markup: InlineKeyboardMarkup | None) -> None:
         for index, step in enumerate(steps):
             part = _Part(str(index), quote(reply.reply_to) if index == 0 else None,
-                         edit if index == 0 else None)
+                         edit if index == 0 else None,
+                         markup if index == len(steps) - 1 else None)
             try:
                 try:
                     await sending.part(part.id, functools.partial(
@@ -160,11 +165,12 @@ class Sender:
         if isinstance(step, FileStep):
             await self._bot.send_document(
                 target.chat_id, document=step.markdown.encode("utf-8"), filename=FILE_NAME,
-                message_thread_id=target.thread, reply_parameters=part.quote)
+                message_thread_id=target.thread, reply_parameters=part.quote,
+                reply_markup=part.markup)
             return
         chunk = step.chunk
         if part.edit is not None:
-            if await self._edit(target, part.edit, chunk):
+            if await self._edit(target, part.edit, chunk, part.markup):
                 return
             # Sent anew below; the draft would otherwise stay on screen half-written.
             await self._delete(target, part.edit)
@@ -175,7 +181,8 @@ class Sender:
         try:
             await self._bot.send_message(
                 target.chat_id, chunk.text, entities=chunk.entities or None,
-                message_thread_id=target.thread, reply_parameters=part.quote)
+                message_thread_id=target.thread, reply_parameters=part.quote,
+                reply_markup=part.markup)
         except BadRequest as exc:
             if not _formatting_refused(exc):
                 raise
@@ -185,18 +192,22 @@ class Sender:
 
     async def _plain(self, target: Target, text: str, part: _Part,
                      sending: MultipartSend) -> None:
-        for number, piece in enumerate(plain_chunks(text, LIMIT)):
+        pieces = plain_chunks(text, LIMIT)
+        for number, piece in enumerate(pieces):
             quoted = part.quote if number == 0 else None
+            markup = part.markup if number == len(pieces) - 1 else None
             await sending.part(f"{part.id}.{number}", functools.partial(
                 self._bot.send_message, target.chat_id, piece,
-                message_thread_id=target.thread, reply_parameters=quoted))
+                message_thread_id=target.thread, reply_parameters=quoted,
+                reply_markup=markup))
 
-    async def _edit(self, target: Target, message_id: int, chunk: TelegramChunk) -> bool:
+    async def _edit(self, target: Target, message_id: int, chunk: TelegramChunk,
+                    markup: InlineKeyboardMarkup | None) -> bool:
         """Turn the streamed draft into the first part of the answer; False: send instead."""
         try:
             await self._bot.edit_message_text(
                 chunk.text, chat_id=target.chat_id, message_id=message_id,
-                entities=chunk.entities or None)
+                entities=chunk.entities or None, reply_markup=markup)
         except BadRequest as exc:
             if "not modified" in exc.message.lower():
                 return True

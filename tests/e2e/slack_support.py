@@ -14,8 +14,9 @@ SIGNING_SECRET = "e2e-signing-secret-3f9a7c1d"
 
 
 def slack_config(tmp: Path, fake: FakeSlack, *agent_flags: str, mode: str = "socket",
-                 **slack: Any) -> Path:
-    config = base_config(tmp, *agent_flags)
+                 agent: dict[str, Any] | None = None, **slack: Any) -> Path:
+    """A config file for `picobridge run` against `fake`; `agent` overrides agent settings."""
+    config = base_config(tmp, *agent_flags, **(agent or {}))
     config["slack"] = {
         "bot_token": fake.bot_token,
         "app_token": fake.app_token,

@@ -114,7 +114,8 @@ async def test_webhook_mode(tmp_path: Path) -> None:
             await daemon.wait_for_log(r"http listening")
             assert fake.webhook is not None
             assert fake.webhook["secret_token"] == "s3cret-hook_value"
-            assert fake.webhook["allowed_updates"] == ["message", "edited_message"]
+            assert fake.webhook["allowed_updates"] == ["message", "edited_message",
+                                                      "callback_query"]
             first = fake.user_message(USER, USER, "via webhook")
             assert await fake.deliver_webhook() == 1
             await reply_containing(fake, USER, "echo: via webhook")

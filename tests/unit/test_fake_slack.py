@@ -165,11 +165,12 @@ async def test_post_message_limits(fake: FakeSlack, client: AsyncWebClient) -> N
     )
     assert err.response["error"] == "msg_too_long"
 
-    # picobridge sends text only; Block Kit is not modelled, and says so.
-    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "y"}}]
+    # Block Kit is checked as Slack checks it (test_fake_slack_blocks.py); a block the fake
+    # does not model is refused, and says so.
+    blocks = [{"type": "header", "text": {"type": "plain_text", "text": "y"}}]
     err = await _error_of(client.chat_postMessage(channel=DEFAULT_CHANNEL, text="t", blocks=blocks))
     assert err.response["error"] == "invalid_blocks"
-    assert "Block Kit" in err.response["errors"][0]
+    assert "does not model 'header'" in err.response["errors"][0]
     form = await _error_of(client.api_call(
         "chat.postMessage",
         data={"channel": DEFAULT_CHANNEL, "text": "t", "blocks": json.dumps(blocks)},

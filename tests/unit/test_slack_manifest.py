@@ -1,4 +1,4 @@
-"""deploy/slack-app-manifest.yml must grant what adapters/slack.py uses (text checks: the
+"""deploy/slack-app-manifest.yml must grant what adapters/slack/ uses (text checks: the
 manifest is YAML and no YAML parser is a dependency)."""
 
 from __future__ import annotations
@@ -61,3 +61,22 @@ def test_the_assistant_scope_comes_with_the_assistant_view() -> None:
                      re.MULTILINE)
     assert view, "features.assistant_view with an assistant_description is missing"
     assert re.search(r"^      - title: .+\n        message: .+$", features, re.MULTILINE)
+
+
+def test_interactivity_is_on_for_the_question_buttons() -> None:
+    text = MANIFEST.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    start = lines.index("  interactivity:")
+    section = []
+    for line in lines[start + 1:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= 2:
+            break
+        section.append(line.strip())
+    assert "is_enabled: true" in section
+    # HTTP mode: the clicks go to the same path as events (one route in the adapter), given
+    # as a placeholder like the events URL.
+    events_path = SlackSettings().events_path
+    placeholders = [s for s in section if s.startswith("# request_url:")]
+    assert len(placeholders) == 1 and placeholders[0].endswith(events_path)
+    event_urls = re.findall(r"^\s*# request_url: (\S+)$", text, re.MULTILINE)
+    assert len(set(event_urls)) == 1

@@ -6,9 +6,10 @@ so the bridge is tested against the protocol rather than against mocks of the SD
 where Slack is strict for the requests picobridge makes (token types, revoked tokens, the
 message length limit, unknown channels, reactions, acks and redelivery), and scripts failures
 with the fault vocabulary of tests/fakes/server.py (fail_next, stall_next, set_flood,
-redeliver, revoke...), plus ``drop_socket_connections`` and ``send_disconnect``, and for
-deliveries that do not parse ``send_payload`` (any Events API payload, redelivered like an
-event), ``send_raw_frame`` (any websocket text) and ``post_raw_http`` (any HTTP body).
+redeliver, revoke...), plus ``drop_socket_connections`` and ``send_disconnect``, ``click``
+for a person clicking a button (``post_interaction_http`` in HTTP mode), and for deliveries
+that do not parse ``send_payload`` (any Events API payload, redelivered like an event),
+``send_raw_frame`` (any websocket text) and ``post_raw_http`` (any HTTP body).
 
 Typical use::
 
@@ -18,8 +19,9 @@ Typical use::
         await fake.wait_for_message(channel=fake.dm_channel(DEFAULT_USER))
 
 Parts, each building on the one before: base (HTTP, tokens, errors), workspace (users,
-channels, history), files, socket (Socket Mode), chat (the Web API methods), events (event
-builders), http_mode (signed deliveries to a daemon in HTTP mode).
+channels, history), files, socket (Socket Mode), chat (the Web API methods, with blocks.py
+for Block Kit), events (event builders), interactive (button clicks), http_mode (signed
+deliveries to a daemon in HTTP mode).
 """
 
 from tests.fakes.server import Call

@@ -2,9 +2,10 @@
 delete / postEphemeral, reactions.add / remove, conversations.replies / open and
 assistant.threads.setStatus, with the errors Slack gives for them.
 
-picobridge sends plain mrkdwn ``text`` and never Block Kit (adapters/slack/send.py,
-progress.py, adapter.py), so the fake does not validate blocks: a request with ``blocks`` is
-refused, so that starting to send them cannot go unnoticed.
+Block Kit: the blocks picobridge sends (sections and buttons, for the agent's questions) are
+checked as Slack checks them (blocks.py) and kept on the message; chat.update replaces them
+when it is given ``blocks`` and, as Slack documents, drops them when it is given ``text``
+alone. Ephemeral messages take text only (picobridge sends nothing else there).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 
 from tests.fakes.server import JSON
 from tests.fakes.slack.base import MethodHandler
+from tests.fakes.slack.blocks import check_blocks
 from tests.fakes.slack.model import (
     AssistantStatus,
     EphemeralMessage,
@@ -71,7 +73,7 @@ class SlackChat(SlackSocketMode):
 
     def _text(self, params: JSON) -> str:
         if params.get("blocks") not in (None, "", []):
-            errors = ["the fake Slack does not model Block Kit: picobridge sends text"]
+            errors = ["the fake Slack models blocks only on chat.postMessage and chat.update"]
             raise SlackError("invalid_blocks", errors=errors)
         text = "" if params.get("text") is None else str(params["text"])
         self.check_length(text)
@@ -79,10 +81,22 @@ class SlackChat(SlackSocketMode):
             raise SlackError("no_text")
         return text
 
+    def _content(self, params: JSON) -> tuple[str, list[JSON] | None]:
+        """The text and the blocks (None: not given) of a message to post or update."""
+        blocks = params.get("blocks")
+        stored = None if blocks is None or blocks == "" else check_blocks(blocks)
+        text = "" if params.get("text") is None else str(params["text"])
+        self.check_length(text)
+        if not text and not stored:
+            raise SlackError("no_text")
+        return text, stored
+
     def _post_message(self, params: JSON) -> JSON:
         channel = self.writable_channel(params)
-        text = self._text(params)
-        _, msg = self.post(channel, text, ts_str(params.get("thread_ts")), params)
+        text, blocks = self._content(params)
+        posted, msg = self.post(channel, text, ts_str(params.get("thread_ts")), params)
+        if blocks:
+            msg["blocks"] = posted.blocks = blocks
         return {"channel": channel, "ts": msg["ts"], "message": msg}
 
     def _own(self, params: JSON, verb: str) -> tuple[str, str, PostedMessage, JSON]:
@@ -99,12 +113,19 @@ class SlackChat(SlackSocketMode):
 
     def _update(self, params: JSON) -> JSON:
         channel, ts, posted, stored = self._own(params, "update")
-        text = self._text(params)
-        posted.edits.append({"text": posted.text, "params": posted.params})
-        posted.text, posted.params = text, dict(params)
-        stored["text"] = text
+        text, blocks = self._content(params)
+        posted.edits.append({"text": posted.text, "params": posted.params,
+                             "blocks": posted.blocks})
+        # Given blocks replace the old ones ([] removes them); text alone drops them.
+        if blocks is not None or "text" in params:
+            posted.blocks = blocks or None
+            stored.pop("blocks", None)
+            if blocks:
+                stored["blocks"] = blocks
+        posted.text, posted.params = text or posted.text, dict(params)
+        stored["text"] = posted.text
         stored["edited"] = {"user": self.bot_user_id, "ts": self.next_ts()}
-        return {"channel": channel, "ts": ts, "text": text,
+        return {"channel": channel, "ts": ts, "text": posted.text,
                 "message": {k: v for k, v in stored.items() if k != "ts"}}
 
     def _delete(self, params: JSON) -> JSON:

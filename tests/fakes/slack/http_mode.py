@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from tests.fakes.server import JSON
-from tests.fakes.slack.events import SlackEvents
+from tests.fakes.slack.interactive import SlackInteractive
 from tests.fakes.slack.model import DEFAULT_USER, HttpDelivery
 
 
-class SlackHttpMode(SlackEvents):
-    """Events, slash commands and URL verification delivered over HTTP."""
+class SlackHttpMode(SlackInteractive):
+    """Events, slash commands, interactivity and URL verification delivered over HTTP."""
 
     @staticmethod
     def sign(body: bytes, signing_secret: str,
@@ -65,6 +65,15 @@ class SlackHttpMode(SlackEvents):
         return await self._post_signed(target_url, urlencode(payload).encode(),
                                        "application/x-www-form-urlencoded", signing_secret,
                                        dict(payload))
+
+    async def post_interaction_http(self, target_url: str, payload: object,
+                                    signing_secret: str) -> HttpDelivery:
+        """POST an interactivity payload (a button click) to the app's interactivity URL as
+        Slack does: form-encoded, the JSON in one `payload` field, signed."""
+        body = urlencode({"payload": json.dumps(payload)}).encode()
+        return await self._post_signed(target_url, body, "application/x-www-form-urlencoded",
+                                       signing_secret,
+                                       payload if isinstance(payload, dict) else {})
 
     async def post_url_verification(self, target_url: str,
                                     signing_secret: str) -> HttpDelivery:

@@ -54,8 +54,10 @@ class PostedMessage:
     files: list[JSON] = field(default_factory=list)
     params: JSON = field(default_factory=dict)
     kind: str = "message"  # "message" | "file_share"
-    edits: list[JSON] = field(default_factory=list)  # earlier {"text", "params"}, oldest first
+    # earlier {"text", "params", "blocks"}, oldest first
+    edits: list[JSON] = field(default_factory=list)
     deleted: bool = False
+    blocks: list[JSON] | None = None  # Block Kit blocks as Slack keeps them (None: text only)
 
 
 @dataclass

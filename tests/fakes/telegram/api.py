@@ -1,6 +1,6 @@
 """The bot's side of the fake Telegram: the Bot API methods picobridge calls to talk to users
-(getMe, sendMessage, editMessageText, deleteMessage, sendChatAction, sendDocument, the command
-list), and what tests read back from them."""
+(getMe, sendMessage, editMessageText, editMessageReplyMarkup, deleteMessage, sendChatAction,
+sendDocument, the command list), and what tests read back from them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import time
 from tests.fakes.server import JSON
 from tests.fakes.telegram.base import MethodHandler
 from tests.fakes.telegram.entities import formatted_text
+from tests.fakes.telegram.keyboards import TelegramKeyboards, check_markup
 from tests.fakes.telegram.model import (
     MAX_CAPTION_LENGTH,
     MAX_TEXT_LENGTH,
@@ -21,7 +22,6 @@ from tests.fakes.telegram.model import (
     UploadedFile,
     bad_request,
 )
-from tests.fakes.telegram.users import TelegramUsers
 
 CHAT_ACTIONS = frozenset({
     "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
@@ -34,12 +34,13 @@ _NOT_MODIFIED = (
 )
 
 
-class TelegramBotApi(TelegramUsers):
+class TelegramBotApi(TelegramKeyboards):
     """The sending methods, and the record of what the bot sent."""
 
     def methods(self) -> dict[str, MethodHandler]:
         return {**super().methods(), "getMe": self._get_me, "sendMessage": self._send_message,
                 "editMessageText": self._edit_message_text,
+                "editMessageReplyMarkup": self._edit_message_reply_markup,
                 "deleteMessage": self._delete_message, "sendChatAction": self._send_chat_action,
                 "sendDocument": self._send_document, "setMyCommands": self._set_my_commands,
                 "getMyCommands": self._get_my_commands}
@@ -88,6 +89,7 @@ class TelegramBotApi(TelegramUsers):
         return {k: v for k, v in target.items() if k != "reply_to_message"}
 
     def _bot_message(self, chat_id: int, params: JSON) -> JSON:
+        markup = check_markup(params.get("reply_markup"))
         reply = self._reply_target(chat_id, params)
         message: JSON = {"message_id": self.new_message_id(chat_id), "from": dict(self.bot_user),
                          "chat": dict(self.chat(chat_id)), "date": int(time.time())}
@@ -98,6 +100,8 @@ class TelegramBotApi(TelegramUsers):
                 message["is_topic_message"] = True
         if reply is not None:
             message["reply_to_message"] = reply
+        if markup is not None:
+            message["reply_markup"] = markup
         return message
 
     def _record_sent(self, message: JSON, kind: str, params: JSON,
@@ -175,19 +179,37 @@ class TelegramBotApi(TelegramUsers):
                                         what="message")
         if not text:
             raise bad_request("message text is empty")
+        markup = check_markup(params.get("reply_markup"))
         message, sent = self._editable(params)
         if "text" not in message:
             raise bad_request("there is no text in the message to edit")
-        if message.get("text") == text and (message.get("entities") or []) == entities:
+        if message.get("text") == text and (message.get("entities") or []) == entities \
+                and message.get("reply_markup") == markup:
             raise ApiError(400, _NOT_MODIFIED)
-        edited = {k: v for k, v in message.items() if k != "entities"}
+        # An edit without reply_markup takes the inline keyboard away, as on Telegram.
+        edited = {k: v for k, v in message.items() if k not in ("entities", "reply_markup")}
         edited["text"] = text
         if entities:
             edited["entities"] = entities
+        if markup is not None:
+            edited["reply_markup"] = markup
         edited["edit_date"] = int(time.time())
         self._messages[(sent.chat_id, sent.message_id)] = edited
         sent.edits.append(sent.text)
         sent.text, sent.entities, sent.raw = text, list(entities), edited
+        return edited
+
+    async def _edit_message_reply_markup(self, params: JSON) -> JSON:
+        markup = check_markup(params.get("reply_markup"))
+        message, sent = self._editable(params)
+        if message.get("reply_markup") == markup:
+            raise ApiError(400, _NOT_MODIFIED)
+        edited = {k: v for k, v in message.items() if k != "reply_markup"}
+        if markup is not None:
+            edited["reply_markup"] = markup
+        edited["edit_date"] = int(time.time())
+        self._messages[(sent.chat_id, sent.message_id)] = edited
+        sent.raw = edited
         return edited
 
     async def _delete_message(self, params: JSON) -> bool:

@@ -101,6 +101,17 @@ class SentMessage:
     def document(self) -> StoredFile | None:
         return self.file if self.kind == "document" else None
 
+    @property
+    def reply_markup(self) -> JSON | None:
+        """The message's inline keyboard as it is now (None: no buttons)."""
+        markup = self.raw.get("reply_markup")
+        return markup if isinstance(markup, dict) else None
+
+    @property
+    def buttons(self) -> list[list[JSON]]:
+        """The inline keyboard's rows of buttons as they are now."""
+        return [list(row) for row in (self.reply_markup or {}).get("inline_keyboard", [])]
+
 
 @dataclass
 class ChatAction:
