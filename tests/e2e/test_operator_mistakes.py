@@ -3,7 +3,9 @@ traceback and never a secret."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +109,20 @@ async def test_a_proxy_of_an_unknown_kind(tmp_path: Path) -> None:
     code, out, err = await run_cli("run", "--config", str(write_config(tmp_path, config)))
     assert code == 3 and "telegram.proxy_url must start with one of" in one_line(err)
     assert "AAFake" not in out + err
+
+
+async def test_a_read_only_state_dir_is_refused_at_start(tmp_path: Path) -> None:
+    from tests.storage_faults import small_filesystem
+
+    config = write_config(tmp_path, base_config(tmp_path))
+    with small_filesystem(tmp_path / "state", "8m") as state:
+        code, _, err = await run_cli("migrate", "--config", str(config))
+        assert code == 0, err
+        (state / "picobridge.lock").unlink(missing_ok=True)
+        await asyncio.to_thread(subprocess.run, ["mount", "-o", "remount,ro", str(state)],
+                                check=True)
+        code, out, _ = await run_cli("check", "--config", str(config))
+        assert code == 1 and "FAIL database" in out
+        code, _, err = await run_cli("chat", "--config", str(config), stdin=b"hello\n")
+        # Refused at once with one line, not at the first message.
+        assert code == 4 and str(state) in one_line(err)

@@ -196,3 +196,32 @@ async def test_lone_surrogates_and_nul_are_stored_as_replacement_characters(
     assert reply.text == "oops \ufffd \ufffd end"
     [pending] = await store.pending_replies()
     assert pending == reply
+
+
+async def test_a_database_that_takes_no_write_is_refused_at_open(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                ) -> None:
+    # As a read-only file does for an unprivileged service user: SQLite opens it, and only
+    # the first write fails. The store must say so at once, with check's words.
+    import aiosqlite
+
+    from picobridge.store import StoreError
+
+    connect = aiosqlite.connect
+
+    def read_only(*args: object, **kwargs: object) -> aiosqlite.Connection:
+        db = connect(*args, **kwargs)  # type: ignore[arg-type]
+        original = db._connect
+
+        async def connected() -> aiosqlite.Connection:
+            opened = await original()
+            await opened.execute("PRAGMA query_only = ON")
+            return opened
+
+        db._connect = connected  # type: ignore[method-assign]
+        return db
+
+    await (await Store.open(tmp_path / "ro.db")).close()
+    monkeypatch.setattr(aiosqlite, "connect", read_only)
+    with pytest.raises(StoreError, match=r"ro\.db is not writable"):
+        await Store.open(tmp_path / "ro.db", migrate_schema=False)
