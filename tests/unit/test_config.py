@@ -201,7 +201,7 @@ def test_secrets_lose_surrounding_whitespace_from_every_source(
     # Pasted with a trailing newline or space, a token is still the token (it was reported as
     # "refused or revoked" before).
     monkeypatch.setenv("PICOBRIDGE_TELEGRAM__TOKEN", "  123456:ABCdef_token \n")
-    path = write(tmp_path, "[slack]\nbot_token = ' xoxb-1-abc\\t'\napp_token = 'xapp-1-x '\n")
+    path = write(tmp_path, '[slack]\nbot_token = " xoxb-1-abc\\t"\napp_token = "xapp-1-x "\n')
     settings = load_settings(path)
     assert settings.section("telegram").token.get_secret_value() == "123456:ABCdef_token"
     assert settings.section("slack").bot_token.get_secret_value() == "xoxb-1-abc"
