@@ -57,7 +57,7 @@ async def test_a_third_signal_forces_the_exit_and_nothing_is_lost(tmp_path: Path
     async with Daemon(config, "chat") as chat:
         await chat.wait_for_log(r"agent ready pid=")
         assert chat.proc is not None
-        await chat.send_stdin(b"very slow #slow=30\n")
+        await chat.send_stdin(b"very slow #slow-once=30\n")
         await AgentJournal(tmp_path / "agent").wait_until(
             lambda j: len(j.messages()) == 1, what="the turn reaching the agent")
         for n in range(3):
@@ -69,4 +69,4 @@ async def test_a_third_signal_forces_the_exit_and_nothing_is_lost(tmp_path: Path
     # The message was kept: the next run answers it.
     code, out, err = await run_cli("chat", "--config", str(config), stdin=b"")
     assert code == 0, err
-    assert out == "echo: very slow #slow=30\n"
+    assert out == "echo: very slow #slow-once=30\n"
