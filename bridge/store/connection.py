@@ -136,10 +136,14 @@ class Database:
     # execute_fetchall is one round trip to the database thread; a cursor would cost three.
 
     async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        if not self._lock.locked():
-            return list(await self._db.execute_fetchall(sql, params))
-        async with self._lock:
-            return list(await self._db.execute_fetchall(sql, params))
+        # Wait out an open transaction, but never hold the lock during this statement's own
+        # round trip: statements that did would queue behind each other one round trip at a
+        # time, and under load that convoy never ends. Between the wait and the call below
+        # there is no await, so a BEGIN woken meanwhile is queued after this statement.
+        while self._lock.locked():
+            async with self._lock:
+                pass
+        return list(await self._db.execute_fetchall(sql, params))
 
     async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = await self._all(sql, params)
