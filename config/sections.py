@@ -58,6 +58,9 @@ class AgentSettings(Section):
     ping_interval: PositiveFloat = 15.0
     ping_timeout: PositiveFloat = 10.0
     turn_timeout: PositiveFloat = 600.0
+    # After an abort (/stop, turn_timeout), how long a turn may take to wind down before the
+    # agent is restarted (protocols that can abort, like prime-rpc).
+    abort_grace: PositiveFloat = 10.0
     shutdown_timeout: PositiveFloat = 10.0
     max_in_flight: PositiveInt = 1
     restart_budget: PositiveFloat = 300.0

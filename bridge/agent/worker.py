@@ -38,8 +38,6 @@ log = logging.getLogger("picobridge.agent")
 BACKOFF_FIRST = 0.5
 BACKOFF_CAP = 60.0
 STABLE_AFTER = 60.0
-# After an abort, how long a turn may take to wind down before the process is restarted.
-ABORT_GRACE = 10.0
 
 DriverFactory = Callable[..., Driver]
 
@@ -300,7 +298,7 @@ class AgentWorker:
         except Exception as exc:
             log.warning("worker %s: abort failed (%s)", self._name, exc.__class__.__name__)
         try:
-            async with asyncio.timeout(ABORT_GRACE):
+            async with asyncio.timeout(self._settings.abort_grace):
                 await ended.wait()
         except TimeoutError:
             if self._child is child:

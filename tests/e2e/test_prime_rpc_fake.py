@@ -213,9 +213,10 @@ async def test_the_turn_timeout_aborts_the_turn_and_keeps_the_agent(tmp_path: Pa
 
 
 async def test_a_turn_that_ignores_the_abort_restarts_the_agent(tmp_path: Path) -> None:
-    # The abort is never answered and the turn goes on: after the abort's grace (10 s) the
-    # process is restarted and the message sent again.
-    lines, err = await converse(tmp_path, "#deaf-abort-once hello\n", turn_timeout=2)
+    # The abort is never answered and the turn goes on: after agent.abort_grace the process
+    # is restarted and the message sent again.
+    lines, err = await converse(tmp_path, "#deaf-abort-once hello\n", turn_timeout=2,
+                                abort_grace=1)
     assert lines == ["you said: #deaf-abort-once hello"]
     assert "the turn did not end after an abort" in err
     assert len(journal(tmp_path).starts()) == 2
