@@ -13,6 +13,9 @@ they contain. Meanwhile:
   FIVE_XX_EVERY answers a few calls (sends, and Telegram's getUpdates) get a 5xx;
 - the daemon is SIGKILLed three times, after about 25 %, 50 % and 75 % of the messages were
   answered, and started again each time with the same config.
+- another process holds the database's write lock (at about 38 %), then the disk under
+  state_dir (a 64 MB tmpfs) fills up (at about 62 %), each until the daemon reports it cannot
+  store and 2 s more.
 
 At the end: every message answered in its own chat, in order (the first appearance of each
 token in the chat's replies increases), nothing answered in the wrong chat, no turn given up,
@@ -60,9 +63,12 @@ CRASHES = 8
 HANGS = 4
 KILL_AT = (0.25, 0.50, 0.75)
 # Storage faults while messages flow: another process holds the database's write lock past
-# the daemon's busy timeout, and later the disk under state_dir fills up; both pass.
-LOCK_AT, LOCK_HOLD = 0.38, 7.0
-FULL_AT, FULL_HOLD = 0.62, 5.0
+# the daemon's busy timeout, and later the disk under state_dir fills up; both pass. Each lasts
+# until the daemon has said it cannot store, then HOLD seconds more: a fixed duration alone
+# could fall in a lull (every chat waiting on a restarting agent) and test nothing.
+LOCK_AT, FULL_AT, HOLD = 0.38, 0.62, 2.0
+OUTAGE_LOG = "cannot store"
+OUTAGE_TIMEOUT = 60.0
 STATE_DISK = "64m"
 MAX_IN_FLIGHT = 4
 FLOOD_EVERY = 20
@@ -368,6 +374,14 @@ def check_duplicates(chat: Chat, kills: list[float]) -> tuple[int, int, list[str
     return repeats, len(answered_twice), problems
 
 
+async def outage_reported(daemon: Daemon, fault: str) -> None:
+    """Keep a storage fault until the daemon reports a new outage, then HOLD seconds more."""
+    before = sum(OUTAGE_LOG in line for line in daemon.log_lines)
+    await daemon.wait_until(lambda: sum(OUTAGE_LOG in line for line in daemon.log_lines) > before,
+                            OUTAGE_TIMEOUT, f"the daemon reporting the {fault}")
+    await asyncio.sleep(HOLD)  # the fault's duration past its first failed write
+
+
 def reap_orphaned_agents(journal: AgentJournal, state: Path) -> int:
     """Kill fake agents a SIGKILLed daemon left behind; returns how many there were.
 
@@ -444,12 +458,12 @@ async def _soak(tmp_path: Path, state: Path, rng: random.Random, started_at: flo
                                    f"{target} answers before the {fault}")
                 if fault == "lock":
                     async with write_lock(state / "picobridge.db"):
-                        await asyncio.sleep(LOCK_HOLD)  # the fault is its duration
+                        await outage_reported(daemons[-1], fault)
                     continue
                 if fault == "full":
                     filler = state / "filler"
                     await asyncio.to_thread(fill, filler)
-                    await asyncio.sleep(FULL_HOLD)
+                    await outage_reported(daemons[-1], fault)
                     filler.unlink()
                     continue
                 await daemons[-1].kill()
@@ -525,9 +539,9 @@ async def _soak(tmp_path: Path, state: Path, rng: random.Random, started_at: flo
     )
     print(f"soak: Slack retried {sum(len(r) for r in retried.values())} messages whose "
           "acknowledgement a kill lost (their place in the order is not checked)")
-    outages = sum("cannot store" in line for line in logs)
+    outages = sum(OUTAGE_LOG in line for line in logs)
     kept = sum("storing the answer failed" in line for line in logs)
-    print(f"soak: storage: write lock held {LOCK_HOLD:g}s, disk full {FULL_HOLD:g}s -> "
+    print(f"soak: storage: write lock, then full disk, each until reported + {HOLD:g}s -> "
           f"{outages} outage lines, {kept} answers kept in memory until stored")
     print(f"soak: wall time {wall:.1f}s")
 
@@ -541,7 +555,7 @@ async def _soak(tmp_path: Path, state: Path, rng: random.Random, started_at: flo
     # Each directive struck once (a crash just before a SIGKILL may cost no restart of its own).
     assert (crashes, hangs) == (CRASHES, HANGS)
     assert telegram_429 > 0 and slack_429 > 0
-    assert outages > 0, "the storage faults did not reach the daemon"
+    assert outages >= 2, "each storage fault starts an outage of its own"
 
 
 # -- the race the soak found --------------------------------------------------------------------
