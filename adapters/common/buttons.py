@@ -11,6 +11,10 @@ the adapter no longer remembers is closed either way.
 Who may answer, and whether the question is still open in that chat, the bridge decides
 (`BridgeLink.answer_dialog`); the adapter only asks first whether the person is allowed at
 all, to tell a stranger something else than "closed".
+
+A question closed any other way (typed answer, timeout, its turn over) reaches the adapter as
+`Adapter.dialog_closed`; `QuestionMessages` keeps which message carries each question's
+buttons so that the adapter can take them away and show `closed_line` there.
 """
 
 from __future__ import annotations
@@ -18,8 +22,21 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from picobridge.contract import BridgeLink, ChatRef, Dialog, DialogAnswer, DialogKind
+from picobridge.contract import (
+    BridgeLink,
+    ChatRef,
+    Dialog,
+    DialogAnswer,
+    DialogClosed,
+    DialogEnd,
+    DialogKind,
+)
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 YES, NO, CANCEL = "y", "n", "c"
 # Beyond this many options a keyboard is a wall of buttons; the person types the number
@@ -32,6 +49,8 @@ _DATA = re.compile(r"d:([A-Za-z0-9_.-]{1,40}):(y|n|c|\d{1,3})")
 CLOSED = "This question is closed."
 NOT_ALLOWED = "Sorry, only people allowed to talk to the agent can answer its questions."
 NOT_OURS = "This button no longer works."
+EXPIRED_LINE = "⌛ Expired: no answer came in time."
+CLOSED_LINE = "✖ Closed: the agent no longer waits for an answer."
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +98,58 @@ def answered_line(shown: str) -> str:
     return f"✓ Answer: {shown}"
 
 
+def closed_line(closed: DialogClosed) -> str:
+    """What a question says once closed other than by its buttons; a typed answer shows as a
+    click's would (the person answered: how does not matter)."""
+    if closed.end is DialogEnd.ANSWERED and closed.answer is not None:
+        return answered_line(closed.answer.describe())
+    return EXPIRED_LINE if closed.end is DialogEnd.EXPIRED else CLOSED_LINE
+
+
+def _keep(items: OrderedDict[K, V], key: K, value: V, size: int) -> None:
+    items[key] = value
+    items.move_to_end(key)
+    while len(items) > size:
+        items.popitem(last=False)
+
+
+class QuestionMessages(Generic[T]):
+    """Which platform message (`T`: whatever the platform needs to change it) carries each
+    open question's buttons, while the daemon runs.
+
+    The bridge may close a question before its message is sent (the outbox still at it,
+    through a 429 or an outage, while the turn ends), so either may come first: a closing
+    that finds no message is kept until the message is sent, and `sent` then hands it back
+    to be shown at once. Both are bounded, the oldest going first: closings of questions
+    never shown with buttons (typed-only ones, failed sends) are kept for nothing.
+    """
+
+    def __init__(self, size: int = MAX_REMEMBERED) -> None:
+        self._messages: OrderedDict[str, T] = OrderedDict()
+        self._closed: OrderedDict[str, DialogClosed] = OrderedDict()
+        self._size = size
+
+    def sent(self, dialog_id: str, message: T) -> DialogClosed | None:
+        """The question's buttons are on `message`; returns how it closed if it already did
+        (the caller shows that now)."""
+        closed = self._closed.pop(dialog_id, None)
+        if closed is None:
+            _keep(self._messages, dialog_id, message, self._size)
+        return closed
+
+    def closed(self, closed: DialogClosed) -> T | None:
+        """The question closed: the message to change, or None when it has not been sent
+        (kept for `sent`) or is unknown."""
+        message = self._messages.pop(closed.dialog_id, None)
+        if message is None:
+            _keep(self._closed, closed.dialog_id, closed, self._size)
+        return message
+
+    def forget(self, dialog_id: str) -> None:
+        """Answered by its own button: its click changes the message."""
+        self._messages.pop(dialog_id, None)
+
+
 class Asked:
     """The questions shown with buttons while the daemon runs (bounded: the oldest go)."""
 
@@ -87,10 +158,7 @@ class Asked:
         self._size = size
 
     def remember(self, dialog: Dialog) -> None:
-        self._dialogs[dialog.id] = dialog
-        self._dialogs.move_to_end(dialog.id)
-        while len(self._dialogs) > self._size:
-            self._dialogs.popitem(last=False)
+        _keep(self._dialogs, dialog.id, dialog, self._size)
 
     def answer(self, dialog_id: str, choice: str) -> DialogAnswer | None:
         """What pressing `choice` on that question means, or None when it means nothing."""

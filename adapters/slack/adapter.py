@@ -41,8 +41,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.common.backoff import Backoff
-from picobridge.adapters.common.buttons import Asked
+from picobridge.adapters.common.buttons import Asked, QuestionMessages
 from picobridge.adapters.common.tasks import TaskSet
+from picobridge.adapters.slack.buttons import Posted
 from picobridge.adapters.slack.clicks import SlackClicks
 from picobridge.adapters.slack.client import (
     SlackAuthError,
@@ -64,6 +65,7 @@ from picobridge.contract import (
     BridgeLink,
     ChatRef,
     DeliveryError,
+    DialogClosed,
     Outcome,
     OutgoingReply,
     ProgressEvent,
@@ -107,6 +109,7 @@ class SlackAdapter(Adapter):
         self._inbound: SlackInbound | None = None
         self._clicks: SlackClicks | None = None
         self._asked = Asked()  # the questions sent with buttons
+        self._shown: QuestionMessages[Posted] = QuestionMessages()  # ... and their messages
         self._connected = False
         self._stopped = False
         self._tasks = TaskSet(log)
@@ -118,8 +121,6 @@ class SlackAdapter(Adapter):
         s = self._settings
         self._session = aiohttp.ClientSession()
         client = self._client = web_client(s, self._session)
-        self._sender = SlackSender(client, bridge, max_chunks=s.max_chunks,
-                                   on_auth_failure=self._auth_failed, asked=self._asked)
         self._progress = SlackProgress(client, received=s.reaction_received,
                                        done=s.reaction_done, failed=s.reaction_failed,
                                        stream=s.stream)
@@ -127,8 +128,11 @@ class SlackAdapter(Adapter):
         files = SlackFiles(self._session, s.bot_token.get_secret_value(), s.file_hosts,
                            self._policy, functools.partial(file_info, client))
         self._inbound = SlackInbound(s, bridge, client, files, self._progress, self._tasks)
-        self._clicks = SlackClicks(bridge, client, self._asked, self._inbound.serial,
-                                   self._tasks)
+        clicks = self._clicks = SlackClicks(bridge, client, self._asked, self._inbound.serial,
+                                            self._tasks, self._shown)
+        self._sender = SlackSender(client, bridge, max_chunks=s.max_chunks,
+                                   on_auth_failure=self._auth_failed, asked=self._asked,
+                                   on_question=clicks.sent)
         self._app = self._make_app(client)
         secret = s.signing_secret.get_secret_value() if s.signing_secret else None
         self._dispatcher = Dispatcher(self._app, secret)
@@ -319,6 +323,12 @@ class SlackAdapter(Adapter):
             target = await self._progress.take_stream(chat, reply)
         with self._progress.settling(reply):
             await self._sender.send(chat, reply, target)
+
+    async def dialog_closed(self, chat: ChatRef, closed: DialogClosed) -> None:
+        if self._clicks is not None:
+            await self._clicks.closed(closed)
+        else:
+            self._shown.closed(closed)  # not started: kept for when its question is sent
 
     async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
         if self._progress is None:

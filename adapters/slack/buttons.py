@@ -7,7 +7,8 @@ select, then Cancel. Each button's action_id and value carry
 question: Slack shows it in notifications, and it says how to answer by typing.
 
 Once answered, the message keeps its sections, loses its actions blocks and gains a line with
-the answer (plain_text: an option's text is shown as is, never read as mrkdwn).
+the answer (plain_text: an option's text is shown as is, never read as mrkdwn); closed
+otherwise (typed answer, timeout, turn over), a line saying how.
 """
 
 from __future__ import annotations
@@ -55,10 +56,24 @@ def _button(text: str, data: str, style: str | None) -> Block:
 
 def answered_blocks(blocks: object, shown: str) -> list[Block]:
     """The question's blocks once answered: no buttons, the answer under the text."""
+    return closed_blocks(blocks, answered_line(shown))
+
+
+def closed_blocks(blocks: object, line: str) -> list[Block]:
+    """The question's blocks once closed: no buttons, `line` under the text."""
     kept = [b for b in blocks if isinstance(b, dict) and b.get("type") != "actions"] \
         if isinstance(blocks, list) else []
-    return [*kept, {"type": "section", "text": {"type": "plain_text",
-                                                "text": answered_line(shown)}}]
+    return [*kept, {"type": "section", "text": {"type": "plain_text", "text": line}}]
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """A question's message with buttons, as needed to change it."""
+
+    channel: str
+    ts: str
+    text: str  # its text (the notification fallback)
+    blocks: object  # its blocks, as sent or as Slack returned them
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,9 @@ order they came), then
   told in an ephemeral message, and nothing changes.
 While the bridge's store cannot answer (StorageUnavailable) the click is tried again for a
 while, as Slack will not send it again; after that the person hears it was not taken.
+
+A question closed other than by its buttons (Adapter.dialog_closed) is changed the same way,
+with a line saying how, on the message the sender reported (`sent`).
 """
 
 from __future__ import annotations
@@ -18,14 +21,24 @@ import logging
 import time
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from picobridge.adapters.common.backoff import Backoff
-from picobridge.adapters.common.buttons import Asked, Click, answered_line, click, decode
+from picobridge.adapters.common.buttons import (
+    Asked,
+    Click,
+    QuestionMessages,
+    answered_line,
+    click,
+    closed_line,
+    decode,
+)
 from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
-from picobridge.adapters.slack.buttons import Clicked, answered_blocks, clicked
-from picobridge.contract import BridgeLink, StorageUnavailable
+from picobridge.adapters.slack.buttons import Clicked, Posted, clicked, closed_blocks
+from picobridge.adapters.slack.send import slack_error
+from picobridge.contract import BridgeLink, DialogClosed, StorageUnavailable
 
 log = logging.getLogger("picobridge.slack")
 
@@ -37,12 +50,27 @@ NOT_TAKEN = ("⚠️ I could not take your answer just now (my storage is unavai
 
 class SlackClicks:
     def __init__(self, bridge: BridgeLink, client: AsyncWebClient, asked: Asked,
-                 serial: ChatSerial, tasks: TaskSet) -> None:
+                 serial: ChatSerial, tasks: TaskSet,
+                 shown: QuestionMessages[Posted] | None = None) -> None:
         self._bridge = bridge
         self._client = client
         self._asked = asked
         self._serial = serial
         self._tasks = tasks
+        self._shown = shown if shown is not None else QuestionMessages()
+
+    def sent(self, dialog_id: str, posted: Posted) -> None:
+        """The question's buttons are on `posted`; if it closed meanwhile, it shows that now,
+        in the background (the conversation's next reply does not wait for it)."""
+        closed = self._shown.sent(dialog_id, posted)
+        if closed is not None:
+            self._tasks.spawn(self._show(posted, closed_line(closed)),
+                              name="slack-question-closed")
+
+    async def closed(self, closed: DialogClosed) -> None:
+        posted = self._shown.closed(closed)
+        if posted is not None:
+            await self._show(posted, closed_line(closed))
 
     def take(self, body: dict[str, Any]) -> None:
         """A block_actions payload: answered in the background (the caller acknowledges)."""
@@ -73,7 +101,10 @@ class SlackClicks:
             await self._ephemeral(where, result.notice)
             return
         log.info("%s in chat=%s answered by a button", what, where.chat.key)
-        await self._show_answer(where, result.shown)
+        if parsed:
+            self._shown.forget(parsed[0])
+        await self._show(Posted(where.channel, where.ts, where.text, where.blocks),
+                         answered_line(result.shown))
 
     async def _counted(self, where: Clicked) -> Click | None:
         """What the bridge made of the click; None when the store stayed unavailable."""
@@ -90,15 +121,19 @@ class SlackClicks:
                     return None
                 await backoff.wait()
 
-    async def _show_answer(self, where: Clicked, shown: str) -> None:
-        line = answered_line(shown)
-        text = f"{where.text}\n\n{line}" if where.text else line
+    async def _show(self, posted: Posted, line: str) -> None:
+        """The question shows `line` and loses its buttons. Best effort: a refusal (the
+        message deleted, rate limits beyond the client's retries) is logged, by its error
+        code only, and the buttons stay."""
+        text = f"{posted.text}\n\n{line}" if posted.text else line
         try:
-            await self._client.chat_update(channel=where.channel, ts=where.ts, text=text,
-                                           blocks=answered_blocks(where.blocks, shown))
+            await self._client.chat_update(channel=posted.channel, ts=posted.ts, text=text,
+                                           blocks=closed_blocks(posted.blocks, line))
         except Exception as exc:
-            log.info("the answered question %s keeps its buttons (%s); they no longer count",
-                     where.ts, exc.__class__.__name__)
+            reason = slack_error(exc) if isinstance(exc, SlackApiError) \
+                else exc.__class__.__name__
+            log.info("the closed question %s keeps its buttons (%s); they no longer count",
+                     posted.ts, reason)
 
     async def _ephemeral(self, where: Clicked, text: str) -> None:
         try:

@@ -25,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from picobridge.adapters.common.buttons import Asked
 from picobridge.adapters.common.multipart import MultipartSend
 from picobridge.adapters.common.partlog import Cursors, PartLog
-from picobridge.adapters.slack.buttons import question_blocks
+from picobridge.adapters.slack.buttons import Posted, question_blocks
 from picobridge.adapters.slack.events import PLATFORM
 from picobridge.adapters.slack.render import SLACK_LIMIT, render_slack
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
@@ -101,10 +101,13 @@ class StreamTarget:
 class SlackSender:
     def __init__(self, client: AsyncWebClient, cursors: Cursors, *, max_chunks: int,
                  on_auth_failure: Callable[[str], None], limit: int = SLACK_LIMIT,
-                 asked: Asked | None = None) -> None:
-        """`asked` remembers the questions sent with buttons (clicks.py reads it)."""
+                 asked: Asked | None = None,
+                 on_question: Callable[[str, Posted], None] | None = None) -> None:
+        """`asked` remembers the questions sent with buttons (clicks.py reads it);
+        `on_question` hears which message carries a question's buttons."""
         self._client = client
         self._asked = asked if asked is not None else Asked()
+        self._on_question = on_question
         self._parts = PartLog(cursors, PLATFORM)
         self._max_chunks = max_chunks
         self._limit = limit
@@ -149,11 +152,12 @@ class SlackSender:
             # typing, as its text says).
             blocks = question_blocks(reply.text, reply.dialog, self._asked)
         sending = await MultipartSend.begin(self._parts, reply.outbox_id, chunks)
+        dialog_id = reply.dialog.id if reply.dialog is not None and blocks else None
         try:
             for index, text in enumerate(chunks):
                 await sending.part(str(index), self._part(chat, text,
                                                           stream if index == 0 else None,
-                                                          blocks))
+                                                          blocks, dialog_id))
         except Exception as exc:
             error = delivery_error(exc, self._on_auth_failure)
             if error.permanent:
@@ -162,16 +166,26 @@ class SlackSender:
         await sending.finish()
 
     def _part(self, chat: ChatRef, text: str, stream: StreamTarget | None,
-              blocks: list[dict[str, Any]] | None = None) -> Callable[[], Awaitable[Any]]:
+              blocks: list[dict[str, Any]] | None = None,
+              dialog_id: str | None = None) -> Callable[[], Awaitable[Any]]:
         if stream is not None:
             return lambda: self._client.chat_update(channel=chat.chat_id, ts=stream.ts, text=text)
+        if blocks is not None and dialog_id is not None:
+            return lambda: self._question(chat, text, blocks, dialog_id)
         return lambda: self._post(chat, text, blocks)
 
+    async def _question(self, chat: ChatRef, text: str, blocks: list[dict[str, Any]],
+                        dialog_id: str) -> None:
+        response = await self._post(chat, text, blocks)
+        channel, ts = response.get("channel"), response.get("ts")
+        if self._on_question is not None and isinstance(channel, str) and isinstance(ts, str):
+            self._on_question(dialog_id, Posted(channel, ts, text, blocks))
+
     async def _post(self, chat: ChatRef, text: str,
-                    blocks: list[dict[str, Any]] | None = None) -> None:
-        await self._client.chat_postMessage(channel=chat.chat_id, text=text, blocks=blocks,
-                                            thread_ts=chat.thread_id, unfurl_links=False,
-                                            unfurl_media=False)
+                    blocks: list[dict[str, Any]] | None = None) -> Any:
+        return await self._client.chat_postMessage(
+            channel=chat.chat_id, text=text, blocks=blocks, thread_ts=chat.thread_id,
+            unfurl_links=False, unfurl_media=False)
 
     async def _upload(self, chat: ChatRef, markdown: str, stream: StreamTarget | None) -> None:
         if stream is not None:

@@ -16,17 +16,17 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from telegram import Bot, BotCommand, Update
+from telegram import Bot, BotCommand, Message, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import AIORateLimiter, ExtBot
 from telegram.request import BaseRequest, HTTPXRequest
 
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.common.backoff import Backoff
-from picobridge.adapters.common.buttons import Asked
+from picobridge.adapters.common.buttons import Asked, QuestionMessages
 from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.tasks import TaskSet
-from picobridge.adapters.telegram.buttons import Clicks, keyboard
+from picobridge.adapters.telegram.buttons import Clicks, Closings, keyboard
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.http import AiohttpRequest
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
@@ -43,6 +43,7 @@ from picobridge.contract import (
     BridgeLink,
     ChatRef,
     DeliveryError,
+    DialogClosed,
     Outcome,
     OutgoingReply,
     ProgressEvent,
@@ -105,7 +106,9 @@ class TelegramAdapter(Adapter):
         self._poller: Poller | None = None
         self._dispatcher = Dispatcher(self._handle)
         self._asked = Asked()  # the questions shown with buttons
+        self._shown: QuestionMessages[Message] = QuestionMessages()  # ... and their messages
         self._tasks = TaskSet(log)
+        self._closings = Closings(self._shown, self._tasks, self._scrub)
         self._webhook_up = False
         self._running = False
         _quiet_library_logs()
@@ -220,7 +223,7 @@ class TelegramAdapter(Adapter):
         # Polling holds an update whose commit the store refuses and offers it again; a
         # webhook answers 503 and Telegram sends it again.
         storage = StorageWait(hold=self._cfg.mode == "polling")
-        clicks = Clicks(bot, bridge, self._asked, storage, self._scrub)
+        clicks = Clicks(bot, bridge, self._asked, storage, self._scrub, self._shown)
         self._pipeline = Pipeline(bot, bridge, self._policy, identity, self._sender.notice,
                                   COMMAND_NAMES, self._scrub, storage=storage,
                                   clicked=clicks.handle)
@@ -342,7 +345,9 @@ class TelegramAdapter(Adapter):
         markup = keyboard(reply.dialog, self._asked) if reply.kind is ReplyKind.QUESTION \
             else None
         with self._progress.settling(reply):
-            await self._sender.send(chat, reply, edit=draft, markup=markup)
+            carrier = await self._sender.send(chat, reply, edit=draft, markup=markup)
+        if carrier is not None and reply.dialog is not None and self._bot is not None:
+            self._closings.sent(self._bot, reply.dialog.id, carrier)
 
     async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
         if self._progress is not None and self._ready.is_set():
@@ -351,6 +356,9 @@ class TelegramAdapter(Adapter):
     async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
         if self._progress is not None:
             self._progress.clear(chat, outcome)
+
+    async def dialog_closed(self, chat: ChatRef, closed: DialogClosed) -> None:
+        await self._closings.closed(self._bot, closed)
 
     async def verify(self) -> str:
         try:

@@ -6,7 +6,9 @@ through the same pipeline as messages (intake.py): in order with the chat's mess
 update confirmed only once handled, held while the store cannot answer. Every callback
 query is answered (Telegram shows a spinner on the button until then), with a short note
 when the click did not count. After an answer that counted, the question's message shows
-it and loses its keyboard, so its buttons stop working.
+it and loses its keyboard, so its buttons stop working. A question closed otherwise (typed
+answer, timeout, its turn over) does the same through `Closings`, which knows its message
+from the send.
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ from picobridge.adapters.common.buttons import (
     CLOSED,
     Asked,
     Click,
+    QuestionMessages,
     answered_line,
     buttons,
     click,
+    closed_line,
     decode,
     label,
 )
+from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.errors import check_cancelled
 from picobridge.adapters.telegram.normalise import chat_ref
 from picobridge.adapters.telegram.render import utf16_len
 from picobridge.adapters.telegram.storage import StorageWait
-from picobridge.contract import BridgeLink, Dialog, DialogKind
+from picobridge.contract import BridgeLink, Dialog, DialogClosed, DialogKind
 
 log = logging.getLogger("picobridge.telegram")
 
@@ -55,14 +60,59 @@ def keyboard(dialog: Dialog | None, asked: Asked) -> InlineKeyboardMarkup | None
     return InlineKeyboardMarkup([*rows, [cancel]])
 
 
+async def show_outcome(bot: Bot, message: Message, line: str,
+                       scrub: Callable[[str], str]) -> None:
+    """The question's message shows `line` under its text and loses its keyboard (an edit
+    without reply_markup); one too long for that, or a file, only loses the keyboard.
+    Best effort: a refusal (the message deleted, a 429) is logged and the buttons stay."""
+    text = message.text
+    try:
+        if text is not None and utf16_len(text) + 2 + utf16_len(line) <= TEXT_LIMIT:
+            await bot.edit_message_text(
+                f"{text}\n\n{line}", chat_id=message.chat.id,
+                message_id=message.message_id, entities=message.entities or None)
+        else:
+            await bot.edit_message_reply_markup(chat_id=message.chat.id,
+                                                message_id=message.message_id)
+    except TelegramError as exc:
+        check_cancelled()
+        log.info("the closed question %d keeps its buttons (%s); they no longer count",
+                 message.message_id, scrub(str(exc)))
+
+
+class Closings:
+    """Questions closed other than by their own buttons (Adapter.dialog_closed)."""
+
+    def __init__(self, shown: QuestionMessages[Message], tasks: TaskSet,
+                 scrub: Callable[[str], str]) -> None:
+        self._shown = shown
+        self._tasks = tasks
+        self._scrub = scrub
+
+    def sent(self, bot: Bot, dialog_id: str, message: Message) -> None:
+        """The question's keyboard is on `message`; if it closed meanwhile, it shows that
+        now, in the background (the chat's next reply does not wait for it)."""
+        closed = self._shown.sent(dialog_id, message)
+        if closed is not None:
+            self._tasks.spawn(show_outcome(bot, message, closed_line(closed), self._scrub),
+                              name="telegram-question-closed")
+
+    async def closed(self, bot: Bot | None, closed: DialogClosed) -> None:
+        message = self._shown.closed(closed)
+        if message is not None and bot is not None:
+            await show_outcome(bot, message, closed_line(closed), self._scrub)
+
+
 class Clicks:
     def __init__(self, bot: Bot, bridge: BridgeLink, asked: Asked, storage: StorageWait,
-                 scrub: Callable[[str], str]) -> None:
+                 scrub: Callable[[str], str],
+                 shown: QuestionMessages[Message] | None = None) -> None:
         self._bot = bot
         self._bridge = bridge
         self._asked = asked
         self._storage = storage
         self._scrub = scrub
+        self._shown = shown if shown is not None else QuestionMessages()
 
     async def handle(self, query: CallbackQuery) -> None:
         """One click; returns once it is answered (StorageUnavailable only when storage
@@ -84,9 +134,11 @@ class Clicks:
             log.info("a click on %s in chat=%s by user %s did not count", what, chat.key, user)
         else:
             log.info("%s in chat=%s answered by a button", what, chat.key)
+            if parsed:
+                self._shown.forget(parsed[0])
         await self._notify(query, result.notice)
         if result.shown is not None:
-            await self._show_answer(message, result.shown)
+            await show_outcome(self._bot, message, answered_line(result.shown), self._scrub)
 
     async def _notify(self, query: CallbackQuery, text: str) -> None:
         try:
@@ -96,20 +148,3 @@ class Clicks:
             # answer itself counted; only the note is lost.
             check_cancelled()
             log.debug("callback query not answered: %s", self._scrub(str(exc)))
-
-    async def _show_answer(self, message: Message, shown: str) -> None:
-        """The question shows its answer and loses its keyboard (no reply_markup)."""
-        line = answered_line(shown)
-        text = message.text
-        try:
-            if text is not None and utf16_len(text) + 2 + utf16_len(line) <= TEXT_LIMIT:
-                await self._bot.edit_message_text(
-                    f"{text}\n\n{line}", chat_id=message.chat.id,
-                    message_id=message.message_id, entities=message.entities or None)
-            else:
-                await self._bot.edit_message_reply_markup(chat_id=message.chat.id,
-                                                          message_id=message.message_id)
-        except TelegramError as exc:
-            check_cancelled()
-            log.info("the answered question %d keeps its buttons (%s); they no longer count",
-                     message.message_id, self._scrub(str(exc)))

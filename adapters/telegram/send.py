@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -74,6 +74,8 @@ class _Part:
     quote: ReplyParameters | None  # only the first part quotes the user's message
     edit: int | None  # the streamed draft the first part replaces
     markup: InlineKeyboardMarkup | None = None  # a question's buttons, under its last part
+    # The reply's message that got `markup` lands here: changing it later needs its id.
+    carriers: list[Message] = field(default_factory=list)
 
 
 def _fingerprint(step: Step) -> str:
@@ -110,6 +112,11 @@ def quote(reply_to: str | None) -> ReplyParameters | None:
     return ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
 
 
+def _carried(part: _Part, sent: object) -> None:
+    if part.markup is not None and isinstance(sent, Message):
+        part.carriers.append(sent)
+
+
 def _formatting_refused(exc: BadRequest) -> bool:
     text = exc.message.lower()
     return "entit" in text or "parse" in text or "too long" in text
@@ -125,28 +132,31 @@ class Sender:
         self._on_revoked = on_revoked
 
     async def send(self, chat: ChatRef, reply: OutgoingReply, *, edit: int | None = None,
-                   markup: InlineKeyboardMarkup | None = None) -> None:
+                   markup: InlineKeyboardMarkup | None = None) -> Message | None:
         """Deliver `reply`; when `edit` is the streamed draft of its turn, the draft becomes
         the first part; `markup` goes under the last part. A retry, also after a restart,
-        sends only what did not arrive."""
+        sends only what did not arrive. Returns the message that carries `markup`."""
         steps = plan(reply.text, self._max_chunks)
         sending = await MultipartSend.begin(self._parts, reply.outbox_id,
                                             [_fingerprint(step) for step in steps])
+        carriers: list[Message] = []
         try:
-            await self._deliver(Target.of(chat), reply, steps, sending, edit, markup)
+            await self._deliver(Target.of(chat), reply, steps, sending, edit, markup,
+                                carriers)
         except DeliveryError as exc:
             if exc.permanent:
                 await sending.finish()
             raise
         await sending.finish()
+        return carriers[-1] if carriers else None
 
     async def _deliver(self, target: Target, reply: OutgoingReply, steps: list[Step],
                        sending: MultipartSend, edit: int | None,
-                       markup: InlineKeyboardMarkup | None) -> None:
+                       markup: InlineKeyboardMarkup | None, carriers: list[Message]) -> None:
         for index, step in enumerate(steps):
             part = _Part(str(index), quote(reply.reply_to) if index == 0 else None,
                          edit if index == 0 else None,
-                         markup if index == len(steps) - 1 else None)
+                         markup if index == len(steps) - 1 else None, carriers)
             try:
                 try:
                     await sending.part(part.id, functools.partial(
@@ -163,14 +173,14 @@ class Sender:
     async def _step(self, target: Target, step: Step, part: _Part,
                     sending: MultipartSend) -> None:
         if isinstance(step, FileStep):
-            await self._bot.send_document(
+            _carried(part, await self._bot.send_document(
                 target.chat_id, document=step.markdown.encode("utf-8"), filename=FILE_NAME,
                 message_thread_id=target.thread, reply_parameters=part.quote,
-                reply_markup=part.markup)
+                reply_markup=part.markup))
             return
         chunk = step.chunk
         if part.edit is not None:
-            if await self._edit(target, part.edit, chunk, part.markup):
+            if await self._edit(target, part, chunk):
                 return
             # Sent anew below; the draft would otherwise stay on screen half-written.
             await self._delete(target, part.edit)
@@ -179,10 +189,10 @@ class Sender:
             await self._plain(target, chunk.text, part, sending)
             return
         try:
-            await self._bot.send_message(
+            _carried(part, await self._bot.send_message(
                 target.chat_id, chunk.text, entities=chunk.entities or None,
                 message_thread_id=target.thread, reply_parameters=part.quote,
-                reply_markup=part.markup)
+                reply_markup=part.markup))
         except BadRequest as exc:
             if not _formatting_refused(exc):
                 raise
@@ -195,19 +205,25 @@ class Sender:
         pieces = plain_chunks(text, LIMIT)
         for number, piece in enumerate(pieces):
             quoted = part.quote if number == 0 else None
-            markup = part.markup if number == len(pieces) - 1 else None
+            last = number == len(pieces) - 1
+            piece_part = _Part(part.id, quoted, None, part.markup if last else None,
+                               part.carriers)
             await sending.part(f"{part.id}.{number}", functools.partial(
-                self._bot.send_message, target.chat_id, piece,
-                message_thread_id=target.thread, reply_parameters=quoted,
-                reply_markup=markup))
+                self._piece, target, piece, piece_part))
 
-    async def _edit(self, target: Target, message_id: int, chunk: TelegramChunk,
-                    markup: InlineKeyboardMarkup | None) -> bool:
+    async def _piece(self, target: Target, text: str, part: _Part) -> None:
+        _carried(part, await self._bot.send_message(
+            target.chat_id, text, message_thread_id=target.thread,
+            reply_parameters=part.quote, reply_markup=part.markup))
+
+    async def _edit(self, target: Target, part: _Part, chunk: TelegramChunk) -> bool:
         """Turn the streamed draft into the first part of the answer; False: send instead."""
+        message_id = part.edit
+        assert message_id is not None
         try:
-            await self._bot.edit_message_text(
+            _carried(part, await self._bot.edit_message_text(
                 chunk.text, chat_id=target.chat_id, message_id=message_id,
-                entities=chunk.entities or None, reply_markup=markup)
+                entities=chunk.entities or None, reply_markup=part.markup))
         except BadRequest as exc:
             if "not modified" in exc.message.lower():
                 return True

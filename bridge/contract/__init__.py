@@ -18,6 +18,8 @@ from picobridge.contract.commands import (
 from picobridge.contract.dialogs import (
     Dialog,
     DialogAnswer,
+    DialogClosed,
+    DialogEnd,
     DialogKind,
 )
 from picobridge.contract.errors import (
@@ -53,6 +55,8 @@ __all__ = [
     "DeliveryError",
     "Dialog",
     "DialogAnswer",
+    "DialogClosed",
+    "DialogEnd",
     "DialogKind",
     "InboundMessage",
     "Outcome",

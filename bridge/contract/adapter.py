@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from picobridge.contract.dialogs import DialogClosed
 from picobridge.contract.link import BridgeLink
 from picobridge.contract.messages import ChatRef, Outcome, OutgoingReply, ProgressEvent
 
@@ -36,6 +37,18 @@ class Adapter(ABC):
 
     async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
         """The turn ended (before its reply is sent): stop any progress display. Optional."""
+        return None
+
+    async def dialog_closed(self, chat: ChatRef, closed: DialogClosed) -> None:
+        """A question sent to `chat` (a QUESTION reply with a `Dialog`) closed other than by
+        one of its own buttons: a platform that showed it with buttons takes them away and
+        shows how it ended. Optional: a platform without buttons needs nothing.
+
+        Best effort, in a task of its own: it never holds up the chat or the turn, and what
+        it raises is logged (by class) and dropped. It may come before the question itself
+        was sent (the outbox still at it, e.g. through a 429), or for a question that had no
+        buttons.
+        """
         return None
 
     async def verify(self) -> str:

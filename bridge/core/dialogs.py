@@ -5,7 +5,8 @@ replies) with its `Dialog` attached for platforms that show buttons. It is answe
 button (`answer`) or by the next message in that chat (`typed`), only in the chat whose turn
 asked and only by a person allowed to talk to the agent (intake checks that). Unanswered, it
 is cancelled after the agent's own timeout or `bridge.dialog_timeout`; when the turn ends
-meanwhile it is simply closed.
+meanwhile it is simply closed. Closed any way but by its own button, the platform hears how
+(`Outbox.dialog_closed`), so that the question's buttons go; a click shows its answer itself.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import secrets
 from dataclasses import dataclass
 
 from picobridge.agent.port import DialogRequest, Worker
-from picobridge.contract import ChatRef, Dialog, DialogAnswer, DialogKind, ReplyKind
+from picobridge.contract import (
+    ChatRef,
+    Dialog,
+    DialogAnswer,
+    DialogClosed,
+    DialogEnd,
+    DialogKind,
+    ReplyKind,
+)
 from picobridge.core.outbox import Outbox
 from picobridge.core.turns import Turn
 from picobridge.store import Store
@@ -63,7 +72,8 @@ class Dialogs:
                         request.title, request.message, request.options, request.prefill)
         previous = self._by_chat.get(turn.chat.key)
         if previous is not None:
-            await self._close(previous, DialogAnswer(cancelled=True), tell_agent=True)
+            await self._close(previous, DialogAnswer(cancelled=True), tell_agent=True,
+                              end=DialogEnd.CLOSED)
         entry = _Open(dialog, turn.chat, turn.session, turn.worker, request.request_id)
         self._open[dialog.id] = entry
         self._by_chat[turn.chat.key] = dialog.id
@@ -81,12 +91,14 @@ class Dialogs:
         dialog_id = self._by_chat.get(chat.key)
         return self._open[dialog_id].dialog if dialog_id is not None else None
 
-    async def answer(self, dialog_id: str, chat: ChatRef,
-                     answer: DialogAnswer) -> str | None:
+    async def answer(self, dialog_id: str, chat: ChatRef, answer: DialogAnswer, *,
+                     end: DialogEnd | None = None) -> str | None:
+        """Pass an answer on; `end` None for one of the question's own buttons (the click
+        shows its answer), ANSWERED for a typed one."""
         entry = self._open.get(dialog_id)
         if entry is None or entry.chat != chat:
             return None
-        return await self._close(dialog_id, answer, tell_agent=True)
+        return await self._close(dialog_id, answer, tell_agent=True, end=end)
 
     def read_typed(self, chat: ChatRef, text: str) -> TypedAnswer | None:
         """The chat's next message read as the answer to its open question (None when no
@@ -104,16 +116,18 @@ class Dialogs:
     async def give(self, typed: TypedAnswer, chat: ChatRef) -> None:
         """Pass a typed answer on (once the message carrying it is stored)."""
         if typed.answer is not None:
-            await self.answer(typed.dialog_id, chat, typed.answer)
+            await self.answer(typed.dialog_id, chat, typed.answer, end=DialogEnd.ANSWERED)
 
     async def turn_ended(self, session: str) -> None:
         """The turn that asked is over: its questions no longer wait for anyone."""
         for dialog_id in [d for d, e in self._open.items() if e.session == session]:
-            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=False)
+            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=False,
+                              end=DialogEnd.CLOSED)
 
     async def stop(self) -> None:
         for dialog_id in list(self._open):
-            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=False)
+            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=False,
+                              end=DialogEnd.CLOSED)
 
     async def _expire(self, dialog_id: str, after: float) -> None:
         await asyncio.sleep(after)
@@ -122,15 +136,20 @@ class Dialogs:
             log.info("dialog %s in chat=%s got no answer in %.0fs: cancelled", dialog_id,
                      entry.chat.key, after)
             await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=True,
-                              expired=True)
+                              end=DialogEnd.EXPIRED)
 
     async def _close(self, dialog_id: str, answer: DialogAnswer, *, tell_agent: bool,
-                     expired: bool = False) -> str:
+                     end: DialogEnd | None) -> str:
         entry = self._open.pop(dialog_id)
         if self._by_chat.get(entry.chat.key) == dialog_id:
             del self._by_chat[entry.chat.key]
-        if entry.expiry is not None and not expired:
+        # An expired question is closed by its expiry task itself, which must not cancel
+        # itself before it has told the agent.
+        if entry.expiry is not None and end is not DialogEnd.EXPIRED:
             entry.expiry.cancel()
+        if end is not None:
+            typed = answer if end is DialogEnd.ANSWERED else None
+            self._outbox.dialog_closed(entry.chat, DialogClosed(dialog_id, end, typed))
         if tell_agent:
             await entry.worker.answer_dialog(entry.request_id, answer)
         return answer.describe()

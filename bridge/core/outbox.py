@@ -6,6 +6,9 @@ not hold up the others, and within a chat the order is the order the replies wer
 
 Whoever commits a reply hands it over (`deliver`) as the store returned it: the outbox reads
 the store only at start, for what an earlier run left undelivered, never once per reply.
+
+It also tells a platform when a question it shows closed (`dialog_closed`): nothing stored, in
+a task of its own, tried once; a failure leaves at worst buttons that no longer count.
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ import time
 from collections import deque
 from collections.abc import Mapping
 
-from picobridge.contract import Adapter, DeliveryError, Dialog, OutgoingReply, ReplyKind
+from picobridge.contract import (
+    Adapter,
+    ChatRef,
+    DeliveryError,
+    Dialog,
+    DialogClosed,
+    OutgoingReply,
+    ReplyKind,
+)
 from picobridge.core.stats import Delivery, OutboxStats, bump
 from picobridge.store import Store, StoredReply, StoreError
 
@@ -31,6 +42,8 @@ RELOAD_AFTER = 5.0
 # wait behind the mark, so it is tried often.
 MARK_RETRY_CAP = 5.0
 RECENT = 20  # deliveries and failures kept for the status page
+# A platform that takes longer to change a question's message is not waited for.
+CLOSE_TIMEOUT = 30.0
 
 
 class Outbox:
@@ -52,6 +65,7 @@ class Outbox:
         self._failed: dict[str, int] = {}
         self._rate_limited: dict[str, int] = {}
         self._recent: deque[Delivery] = deque(maxlen=RECENT)
+        self._closing: set[asyncio.Task[None]] = set()
 
     def stats(self) -> OutboxStats:
         return OutboxStats(dict(self._sent), dict(self._failed), dict(self._rate_limited),
@@ -82,15 +96,40 @@ class Outbox:
             self._tasks[chat_key] = asyncio.create_task(self._drain(chat_key),
                                                         name=f"outbox-{chat_key}")
 
+    def dialog_closed(self, chat: ChatRef, closed: DialogClosed) -> None:
+        """Tell the chat's platform that its question closed (its buttons go), in the
+        background: the chat and the turn go on meanwhile."""
+        adapter = self._adapters.get(chat.platform)
+        if adapter is None or self._stopping:
+            return
+        task = asyncio.create_task(self._close_dialog(adapter, chat, closed),
+                                   name=f"dialog-closed-{closed.dialog_id}")
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close_dialog(self, adapter: Adapter, chat: ChatRef,
+                            closed: DialogClosed) -> None:
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await adapter.dialog_closed(chat, closed)
+        except Exception as exc:
+            # The class only: the error of a platform may quote the question.
+            log.warning("question %s in chat=%s may keep its buttons (%s); they no longer "
+                        "count", closed.dialog_id, chat.key, exc.__class__.__name__)
+
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
     async def stop(self, grace: float) -> None:
         """Finish what can be sent within `grace` seconds; the rest stays stored for next run."""
+        deadline = time.monotonic() + grace
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), grace)
+        if self._closing:
+            # Questions closed as the daemon stops show it while their platform is still up.
+            await asyncio.wait(set(self._closing), timeout=max(0.0, deadline - time.monotonic()))
         self._stopping = True
-        tasks = [*self._tasks.values(), *self._reloads]
+        tasks = [*self._tasks.values(), *self._reloads, *self._closing]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

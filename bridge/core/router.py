@@ -116,6 +116,7 @@ class Router:
                     await self._idle.wait()
         # Answers already received are committed before the store closes, if it lets us.
         await self._answers.wind_up(grace)
+        await self._dialogs.stop()  # nobody waits for their answers now: buttons go
         await self._recorded()
         for turn in [*unsent, *self._turns.values()]:
             # Not the message's fault: the next run retries it without counting this attempt.

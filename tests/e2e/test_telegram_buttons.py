@@ -3,7 +3,8 @@ asks (tests/e2e/dialog_agent.py), FakeTelegram as Telegram. Confirm and select q
 with an inline keyboard; a click reaches the agent as its extension_ui_response, the question
 then shows the answer and its buttons are gone; clicks that must not count (a stranger's, a
 second one, one in another chat) do nothing but tell the person why; input questions are
-answered by the next message.
+answered by the next message (a confirm answered so loses its buttons too:
+test_telegram_question_closed.py has the other ways a question closes).
 
 One polling daemon serves the module; every test talks in its own chat.
 """
@@ -191,12 +192,12 @@ async def test_typed_answers_still_work(env: Env) -> None:
     await reply_containing(fake, chat, "✓ Answer sent: Ada Lovelace")
     await reply_containing(fake, chat, got({"value": "Ada Lovelace"}))
 
-    # A confirm answered by typing: its buttons stay on screen but count no more.
+    # A confirm answered by typing: it shows the answer as a click would, buttons gone.
     fake.user_message(chat, chat, "confirm by typing")
     confirm = await reply_containing(fake, chat, "Deploy now?")
     fake.user_message(chat, chat, "yes")
     await reply_containing(fake, chat, got({"confirmed": True}))
-    assert await pressed(fake, confirm, chat, "No") == CLOSED
+    await shows_answer(fake, confirm, "yes")
     fake.user_message(chat, chat, "and then")
     await reply_containing(fake, chat, "you said: and then")
     assert [t for t in fake.texts(chat) if t.startswith("got:")] == [

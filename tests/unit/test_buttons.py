@@ -1,4 +1,5 @@
-"""adapters/common/buttons.py: what a question's buttons carry, and what a click becomes."""
+"""adapters/common/buttons.py: what a question's buttons carry, what a click becomes, and
+which message to change when a question closes otherwise."""
 
 from __future__ import annotations
 
@@ -8,17 +9,29 @@ import pytest
 
 from picobridge.adapters.common.buttons import (
     CLOSED,
+    CLOSED_LINE,
+    EXPIRED_LINE,
     MAX_OPTIONS,
     NOT_ALLOWED,
     NOT_OURS,
     Asked,
+    QuestionMessages,
     buttons,
     click,
+    closed_line,
     decode,
     encode,
     label,
 )
-from picobridge.contract import ChatRef, Dialog, DialogAnswer, DialogKind, StorageUnavailable
+from picobridge.contract import (
+    ChatRef,
+    Dialog,
+    DialogAnswer,
+    DialogClosed,
+    DialogEnd,
+    DialogKind,
+    StorageUnavailable,
+)
 
 CHAT = ChatRef("telegram", "42")
 # The core's ids: 8 hex digits of a random prefix and a counter.
@@ -140,3 +153,51 @@ async def test_a_storage_outage_is_passed_on_with_nothing_answered() -> None:
     assert bridge.answered == []
     result = await click(bridge, asked, encode(CONFIRM.id, "n"), CHAT, "7")  # type: ignore[arg-type]
     assert result.shown == "yes"
+
+
+def test_how_a_closed_question_reads() -> None:
+    typed = DialogClosed("q", DialogEnd.ANSWERED, DialogAnswer(value="green"))
+    assert closed_line(typed) == "✓ Answer: green"  # as a click on "green" shows it
+    assert closed_line(DialogClosed("q", DialogEnd.ANSWERED, DialogAnswer(confirmed=False))) \
+        == "✓ Answer: no"
+    assert closed_line(DialogClosed("q", DialogEnd.EXPIRED)) == EXPIRED_LINE
+    assert closed_line(DialogClosed("q", DialogEnd.CLOSED)) == CLOSED_LINE
+    assert "xpired" in EXPIRED_LINE and "losed" in CLOSED_LINE
+
+
+def test_a_question_closed_after_it_was_sent_hands_back_its_message() -> None:
+    shown: QuestionMessages[str] = QuestionMessages()
+    closed = DialogClosed("q1", DialogEnd.EXPIRED)
+    assert shown.sent("q1", "message 1") is None
+    assert shown.closed(closed) == "message 1"
+    assert shown.closed(closed) is None  # once: its message is forgotten
+    assert shown.sent("q1", "again") is closed  # ... and the closing kept as for an unsent one
+
+
+def test_a_question_closed_before_it_was_sent_is_shown_closed_when_it_is() -> None:
+    shown: QuestionMessages[str] = QuestionMessages()
+    closed = DialogClosed("q1", DialogEnd.CLOSED)
+    assert shown.closed(closed) is None
+    assert shown.sent("q1", "message 1") is closed
+    assert shown.closed(DialogClosed("q1", DialogEnd.EXPIRED)) is None  # nothing left to change
+
+
+def test_a_question_answered_by_its_button_is_forgotten() -> None:
+    shown: QuestionMessages[str] = QuestionMessages()
+    shown.sent("q1", "message 1")
+    shown.forget("q1")
+    shown.forget("never sent")
+    assert shown.closed(DialogClosed("q1", DialogEnd.CLOSED)) is None
+
+
+def test_messages_and_early_closings_are_bounded() -> None:
+    shown: QuestionMessages[int] = QuestionMessages(size=2)
+    for n in range(4):
+        shown.sent(f"q{n}", n)
+    found = [shown.closed(DialogClosed(f"q{n}", DialogEnd.CLOSED)) for n in range(4)]
+    assert found == [None, None, 2, 3]
+    # The two misses were kept as early closings, the oldest going first.
+    for n in range(4, 7):
+        shown.closed(DialogClosed(f"q{n}", DialogEnd.CLOSED))
+    assert [shown.sent(f"q{n}", n) is not None for n in (0, 1, 4, 5, 6)] == [
+        False, False, False, True, True]

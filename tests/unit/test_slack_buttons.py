@@ -1,6 +1,6 @@
 """Questions as Block Kit and their clicks on Slack (adapters/slack/buttons.py, clicks.py,
 shapes.py): the blocks, which conversation a click belongs to, payloads that cannot be read,
-and a click while the store cannot answer."""
+a click while the store cannot answer, and questions closed other than by a click."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from picobridge.adapters.common.buttons import Asked
+from picobridge.adapters.common.buttons import EXPIRED_LINE, Asked, QuestionMessages
 from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.slack import clicks as clicks_module
-from picobridge.adapters.slack.buttons import answered_blocks, clicked, question_blocks
+from picobridge.adapters.slack.buttons import Posted, answered_blocks, clicked, question_blocks
 from picobridge.adapters.slack.clicks import NOT_TAKEN, SlackClicks
 from picobridge.adapters.slack.send import SlackSender
 from picobridge.adapters.slack.shapes import envelope_problem, interaction_problem
@@ -24,6 +24,8 @@ from picobridge.contract import (
     ChatRef,
     Dialog,
     DialogAnswer,
+    DialogClosed,
+    DialogEnd,
     DialogKind,
     OutgoingReply,
     ReplyKind,
@@ -207,4 +209,85 @@ async def test_a_click_the_store_never_takes_is_told_to_the_person(
     (question,) = fake.posted_messages(dm)
     assert question.edits == []  # still open: an answer typed or clicked later counts
     assert "was not taken" in caplog.text
+    await tasks.close()
+
+
+async def posted_question(fake: FakeSlack, text: str = QUESTION) -> tuple[
+        SlackClicks, TaskSet, list[tuple[str, Posted]], str]:
+    """Post a question as the adapter does, its sender telling its clicks where it went;
+    returns the clicks, their tasks, what the sender reported and the DM."""
+    client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url, retry_handlers=[])
+    tasks = TaskSet(logging.getLogger("test"))
+    asked, bridge = Asked(), Bridge()
+    clicks = SlackClicks(bridge, client, asked, ChatSerial(tasks), tasks,  # type: ignore[arg-type]
+                         QuestionMessages())
+    reported: list[tuple[str, Posted]] = []
+
+    def sent(dialog_id: str, posted: Posted) -> None:
+        reported.append((dialog_id, posted))
+        clicks.sent(dialog_id, posted)
+
+    sender = SlackSender(client, bridge, max_chunks=4, on_auth_failure=lambda _: None,  # type: ignore[arg-type]
+                         asked=asked, on_question=sent)
+    dm = fake.dm_channel(DEFAULT_USER)
+    await sender.send(ChatRef("slack", dm), OutgoingReply(text, ReplyKind.QUESTION,
+                                                          dialog=CONFIRM))
+    return clicks, tasks, reported, dm
+
+
+async def test_the_sender_reports_the_message_that_carries_the_buttons(fake: FakeSlack) -> None:
+    _, tasks, reported, dm = await posted_question(fake)
+    (question,) = fake.posted_messages(dm)
+    ((dialog_id, posted),) = reported
+    assert (dialog_id, posted.channel, posted.ts, posted.text) == (
+        CONFIRM.id, dm, question.ts, question.text)
+    # The blocks as sent (Slack's copy has its own block ids): what a change starts from.
+    assert posted.blocks == question_blocks(QUESTION, CONFIRM, Asked())
+    await tasks.close()
+
+
+async def test_a_question_closed_otherwise_shows_how_and_loses_its_buttons(
+        fake: FakeSlack) -> None:
+    clicks, tasks, _, dm = await posted_question(fake)
+    (question,) = fake.posted_messages(dm)
+    original, section = question.text, (question.blocks or [])[0]["text"]
+    await clicks.closed(DialogClosed(CONFIRM.id, DialogEnd.EXPIRED))
+    assert question.text == f"{original}\n\n{EXPIRED_LINE}"
+    assert [(b["type"], b["text"]) for b in question.blocks or ()] == [
+        ("section", section),
+        ("section", {"type": "plain_text", "text": EXPIRED_LINE, "emoji": True})]
+    await clicks.closed(DialogClosed(CONFIRM.id, DialogEnd.CLOSED))  # nothing left to change
+    assert len(question.edits) == 1
+    await tasks.close()
+
+
+async def test_a_question_closed_before_it_was_posted_is_changed_once_it_is(
+        fake: FakeSlack) -> None:
+    client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url, retry_handlers=[])
+    tasks = TaskSet(logging.getLogger("test"))
+    shown: QuestionMessages[Posted] = QuestionMessages()
+    clicks = SlackClicks(Bridge(), client, Asked(), ChatSerial(tasks), tasks, shown)  # type: ignore[arg-type]
+    await clicks.closed(DialogClosed(CONFIRM.id, DialogEnd.ANSWERED, DialogAnswer(value="B")))
+    assert fake.calls_to("chat.update") == []
+    blocks = question_blocks(QUESTION, CONFIRM, Asked())
+    dm = fake.dm_channel(DEFAULT_USER)
+    response = await client.chat_postMessage(channel=dm, text="Deploy?", blocks=blocks)
+    clicks.sent(CONFIRM.id, Posted(dm, str(response["ts"]), "Deploy?", blocks))
+    await tasks.wait(10.0)
+    (question,) = fake.posted_messages(dm)
+    assert question.text == "Deploy?\n\n✓ Answer: B"
+    assert [b["type"] for b in question.blocks or ()] == ["section", "section"]
+    await tasks.close()
+
+
+async def test_a_closed_question_slack_will_not_change_is_only_logged(
+        fake: FakeSlack, caplog: pytest.LogCaptureFixture) -> None:
+    clicks, tasks, _, dm = await posted_question(fake, f"{QUESTION} {PRIVATE}")
+    fake.fail_next("chat.update", 200, error="message_not_found")
+    with caplog.at_level(logging.INFO, logger="picobridge.slack"):
+        await clicks.closed(DialogClosed(CONFIRM.id, DialogEnd.EXPIRED))
+    assert "keeps its buttons (message_not_found)" in caplog.text
+    assert PRIVATE not in caplog.text
+    (question,) = fake.posted_messages(dm)
+    assert question.edits == [] and "actions" in [b["type"] for b in question.blocks or ()]
     await tasks.close()

@@ -1,6 +1,8 @@
 """Questions as inline keyboards and their clicks (adapters/telegram/buttons.py), against the
 fake Bot API: the keyboard's layout, callback queries that cannot be read, a click held
-through a storage outage, and questions whose message cannot take the answer's line."""
+through a storage outage, questions whose message cannot take the answer's line, and
+questions closed other than by a click (the message that carries the keyboard, found when it
+is sent, loses it)."""
 
 from __future__ import annotations
 
@@ -10,15 +12,35 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from telegram import CallbackQuery, InlineKeyboardMarkup
+from telegram import CallbackQuery, InlineKeyboardMarkup, Message
 from telegram.ext import ExtBot
 
-from picobridge.adapters.common.buttons import CLOSED, Asked
-from picobridge.adapters.telegram.buttons import Clicks, keyboard
+from picobridge.adapters.common.buttons import (
+    CLOSED,
+    CLOSED_LINE,
+    EXPIRED_LINE,
+    Asked,
+    QuestionMessages,
+)
+from picobridge.adapters.common.partlog import PartLog
+from picobridge.adapters.common.tasks import TaskSet
+from picobridge.adapters.telegram.buttons import Clicks, Closings, keyboard
 from picobridge.adapters.telegram.parse import Malformed, parse_update
+from picobridge.adapters.telegram.send import Sender
 from picobridge.adapters.telegram.storage import StorageWait
-from picobridge.contract import ChatRef, Dialog, DialogAnswer, DialogKind, StorageUnavailable
+from picobridge.contract import (
+    ChatRef,
+    Dialog,
+    DialogAnswer,
+    DialogClosed,
+    DialogEnd,
+    DialogKind,
+    OutgoingReply,
+    ReplyKind,
+    StorageUnavailable,
+)
 from tests.fakes.telegram import FakeTelegram
+from tests.unit.telegram_memory import MemoryBridge
 
 CHAT_ID = 42
 CONFIRM = Dialog("ab12cd341", DialogKind.CONFIRM, "Deploy now?")
@@ -196,3 +218,103 @@ async def test_telegram_failing_after_the_answer_counted_is_only_logged(
     assert len(bridge.answered) == 1  # counted once; nothing raised, nothing retried
     assert "keeps its buttons" in caplog.text
     assert fake.message(CHAT_ID, message_id) is not None
+
+
+def sender(bot: ExtBot[Any]) -> Sender:
+    return Sender(bot, PartLog(MemoryBridge(), "telegram"), max_chunks=4, scrub=str,
+                  on_revoked=lambda: None)
+
+
+async def send_question(bot: ExtBot[Any], text: str, outbox_id: int = 1) -> Message:
+    markup = keyboard(CONFIRM, Asked())
+    carrier = await sender(bot).send(ChatRef("telegram", str(CHAT_ID)), OutgoingReply(
+        text, ReplyKind.QUESTION, outbox_id=outbox_id, dialog=CONFIRM), markup=markup)
+    assert carrier is not None and carrier.reply_markup == markup
+    return carrier
+
+
+async def test_the_send_hands_back_the_message_that_carries_the_keyboard(
+        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+    carrier = await send_question(bot, "**Deploy now?**")
+    (message,) = fake.sent_messages(CHAT_ID)
+    assert carrier.message_id == message.message_id and message.reply_markup is not None
+    # Several parts: the keyboard, and so the message handed back, is the last one's.
+    long = "\n\n".join(f"paragraph {n} " + "y" * 3000 for n in range(3))
+    carrier = await send_question(bot, long, outbox_id=2)
+    *before, last = fake.sent_messages(CHAT_ID)[1:]
+    assert carrier.message_id == last.message_id and len(before) == 2
+    assert all(m.reply_markup is None for m in before)
+    # Sent as plain text after Telegram refused the formatting: the last piece.
+    fake.fail_next("sendMessage", 400, error="Bad Request: can't parse entities: x")
+    carrier = await send_question(bot, "**plain** then", outbox_id=3)
+    assert carrier.message_id == fake.sent_messages(CHAT_ID)[-1].message_id
+    # An answer has no keyboard: nothing to hand back.
+    assert await sender(bot).send(ChatRef("telegram", str(CHAT_ID)),
+                                  OutgoingReply("done", ReplyKind.ANSWER)) is None
+
+
+async def test_a_question_closed_otherwise_shows_how_and_loses_its_keyboard(
+        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+    tasks = TaskSet(logging.getLogger("test"))
+    closings = Closings(QuestionMessages(), tasks, str)
+    carrier = await send_question(bot, "**Deploy now?**")
+    closings.sent(bot, CONFIRM.id, carrier)
+    await closings.closed(bot, DialogClosed(CONFIRM.id, DialogEnd.EXPIRED))
+    shown = fake.message(CHAT_ID, carrier.message_id)
+    assert shown is not None and "reply_markup" not in shown
+    assert shown["text"] == f"Deploy now?\n\n{EXPIRED_LINE}"
+    assert shown["entities"] == [{"type": "bold", "offset": 0, "length": 11}]
+    # Closed once: a second closing finds nothing left to change.
+    edits = len(fake.calls_to("editMessageText"))
+    await closings.closed(bot, DialogClosed(CONFIRM.id, DialogEnd.CLOSED))
+    assert len(fake.calls_to("editMessageText")) == edits
+    assert len(tasks) == 0
+    await tasks.close()
+
+
+async def test_a_question_closed_before_it_was_sent_is_changed_once_it_is(
+        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+    tasks = TaskSet(logging.getLogger("test"))
+    closings = Closings(QuestionMessages(), tasks, str)
+    typed = DialogClosed(CONFIRM.id, DialogEnd.ANSWERED, DialogAnswer(confirmed=True))
+    await closings.closed(bot, typed)
+    assert fake.calls_to("editMessageText") == []
+    carrier = await send_question(bot, "Deploy now?")
+    closings.sent(bot, CONFIRM.id, carrier)
+    await tasks.wait(10.0)
+    shown = fake.message(CHAT_ID, carrier.message_id)
+    assert shown is not None and shown["text"] == "Deploy now?\n\n✓ Answer: yes"
+    assert "reply_markup" not in shown
+    await tasks.close()
+
+
+async def test_a_question_sent_as_a_file_only_loses_its_keyboard(
+        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+    closings = Closings(QuestionMessages(), TaskSet(logging.getLogger("test")), str)
+    huge = "\n\n".join(f"paragraph {n} " + "z" * 3000 for n in range(8))
+    carrier = await send_question(bot, huge)
+    assert carrier.document is not None
+    closings.sent(bot, CONFIRM.id, carrier)
+    await closings.closed(bot, DialogClosed(CONFIRM.id, DialogEnd.CLOSED))
+    shown = fake.message(CHAT_ID, carrier.message_id)
+    assert shown is not None and "reply_markup" not in shown and "document" in shown
+    assert [c.method for c in fake.calls if c.method.startswith("edit")] == [
+        "editMessageReplyMarkup"]
+    assert CLOSED_LINE not in str(shown)
+
+
+async def test_a_closed_question_telegram_will_not_change_is_only_logged(
+        fake: FakeTelegram, bot: ExtBot[Any], caplog: pytest.LogCaptureFixture) -> None:
+    closings = Closings(QuestionMessages(), TaskSet(logging.getLogger("test")), str)
+    carrier = await send_question(bot, f"Deploy now? {PRIVATE}")
+    closings.sent(bot, CONFIRM.id, carrier)
+    await bot.delete_message(CHAT_ID, carrier.message_id)  # the person deleted it
+    with caplog.at_level(logging.INFO, logger="picobridge.telegram"):
+        await closings.closed(bot, DialogClosed(CONFIRM.id, DialogEnd.EXPIRED))
+    assert f"closed question {carrier.message_id} keeps its buttons" in caplog.text
+    assert PRIVATE not in caplog.text
+    fake.fail_next("editMessageText", 429, retry_after=5)
+    carrier = await send_question(bot, "Deploy now?", outbox_id=2)
+    closings.sent(bot, CONFIRM.id, carrier)
+    await closings.closed(bot, DialogClosed(CONFIRM.id, DialogEnd.EXPIRED))  # no wait, no raise
+    assert fake.calls_to("editMessageText")[-1].status == 429
