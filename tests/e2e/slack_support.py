@@ -14,9 +14,12 @@ SIGNING_SECRET = "e2e-signing-secret-3f9a7c1d"
 
 
 def slack_config(tmp: Path, fake: FakeSlack, *agent_flags: str, mode: str = "socket",
-                 agent: dict[str, Any] | None = None, **slack: Any) -> Path:
-    """A config file for `picobridge run` against `fake`; `agent` overrides agent settings."""
+                 agent: dict[str, Any] | None = None, sections: dict[str, Any] | None = None,
+                 **slack: Any) -> Path:
+    """A config file for `picobridge run` against `fake`; `agent` overrides agent settings,
+    `sections` adds top-level tables."""
     config = base_config(tmp, *agent_flags, **(agent or {}))
+    config.update(sections or {})
     config["slack"] = {
         "bot_token": fake.bot_token,
         "app_token": fake.app_token,
