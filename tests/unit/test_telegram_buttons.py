@@ -19,6 +19,7 @@ from picobridge.adapters.telegram.parse import Malformed, parse_update
 from picobridge.adapters.telegram.storage import StorageWait
 from picobridge.contract import ChatRef, Dialog, DialogAnswer, DialogKind, StorageUnavailable
 from tests.fakes.telegram import FakeTelegram
+from tests.unit.telegram_memory import MemoryBridge
 
 CHAT_ID = 42
 CONFIRM = Dialog("ab12cd341", DialogKind.CONFIRM, "Deploy now?")
@@ -85,8 +86,9 @@ def test_readable_callback_queries() -> None:
 
 
 @dataclass
-class Bridge:
-    """What a click uses of BridgeLink, with a store that refuses `outages` times."""
+class Bridge(MemoryBridge):
+    """The in-memory BridgeLink, with a store that refuses `outages` times and clicks that
+    count (what a click uses of BridgeLink)."""
 
     outages: int = 0
     answered: list[tuple[str, ChatRef, DialogAnswer]] = field(default_factory=list)
