@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import tomli_w
 
@@ -221,7 +221,7 @@ class AgentJournal:
     def starts(self) -> list[dict[str, Any]]:
         return [e for e in self.entries() if e.get("event") == "start"]
 
-    async def wait_until(self, predicate: Callable[[AgentJournal], bool], timeout: float = 20,
+    async def wait_until(self, predicate: Callable[[Self], bool], timeout: float = 20,
                          what: str = "agent journal condition") -> None:
         # The journal is another process's file: there is no event to await, so look often.
         deadline = time.monotonic() + timeout

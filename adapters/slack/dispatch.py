@@ -33,6 +33,8 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_internals import send_async_response
 from slack_bolt.adapter.socket_mode.internals import build_headers
 from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_internals import build_async_context
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
@@ -179,7 +181,7 @@ class Dispatcher:
             _unreadable("request", problem)
             return web.Response(status=200)
         try:
-            response, outcome = await self._dispatch(await to_bolt_request(request))
+            response, outcome = await self._dispatch(_read_form(await to_bolt_request(request)))
         except Exception as exc:
             _unreadable("request", exc.__class__.__name__)
             return web.Response(status=200)
@@ -206,6 +208,21 @@ def signed(secret: bytes, raw: bytes, headers: Mapping[str, str]) -> bool:
     base = b"v0:" + timestamp.encode() + b":" + raw
     expected = "v0=" + hmac.new(secret, base, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace"))
+
+
+def _read_form(request: AsyncBoltRequest) -> AsyncBoltRequest:
+    """bolt takes any form body that contains the word "payload" for an interaction and, with
+    no `payload` field in it, reads the body as empty: a slash command whose text (or whose
+    sender's name) holds the word would be dropped. Such a form is read as the form it is."""
+    raw = request.raw_body
+    if request.content_type == "application/json" or raw.startswith("{") or \
+            "payload" not in raw:
+        return request
+    form = dict(parse_qsl(raw, keep_blank_values=True))
+    if "payload" not in form:
+        request.body = form
+        request.context = build_async_context(AsyncBoltContext({}), form)
+    return request
 
 
 def _body_problem(raw: bytes, content_type: str) -> str | None:

@@ -120,6 +120,12 @@ async def test_slash_command_over_http(env: Env) -> None:
     assert delivery.status == 200
     await reply_to(fake, fake.dm_channel(BOB), "/new: start a fresh conversation")
 
+    # bolt alone would take a form holding the word "payload" for an interaction, empty.
+    worded = await fake.post_slash_command_http(env.url, "/picobridge", "new payload",
+                                                SIGNING_SECRET, user=BOB)
+    assert worded.status == 200
+    await reply_to(fake, fake.dm_channel(BOB), "Started a new conversation")
+
     in_channel = await fake.post_slash_command_http(env.url, "/picobridge", "status",
                                                     SIGNING_SECRET, user=BOB,
                                                     channel="C0HTTP")

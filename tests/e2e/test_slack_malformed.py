@@ -55,7 +55,8 @@ async def test_socket_mode_acknowledges_and_skips_what_does_not_parse(tmp_path: 
         async with Daemon(slack_config(tmp_path, fake)) as daemon:
             await fake.wait_for_socket()
             envelopes = [await fake.send_payload(p) for p in broken_payloads(fake)]
-            envelopes.append(await fake.send_envelope("slash_commands", WORDS))
+            # A payload that is text, deliberately: not the JSON object the fake's type says.
+            envelopes.append(await fake.send_envelope("slash_commands", WORDS))  # type: ignore[arg-type]
             assert await fake.send_raw_frame("{not json: " + WORDS) == 1
             assert await fake.send_raw_frame(json.dumps([WORDS, {"envelope_id": 1}])) == 1
             for envelope in envelopes:

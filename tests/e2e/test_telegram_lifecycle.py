@@ -79,7 +79,7 @@ async def test_senders_hear_that_their_message_waits_while_the_agent_is_down(
                 "three failed agent starts")
             first = fake.user_message(USER, USER, "are you there?")
             notice = await reply_containing(fake, USER, "not available right now")
-            assert "saved" in notice.text
+            assert notice.text is not None and "saved" in notice.text
             assert notice.reply_to_message_id == first["message"]["message_id"]
             # Once per chat and outage: the second message waits without another notice.
             second = fake.user_message(USER, USER, "hello?")

@@ -666,13 +666,14 @@ class FakePrimeAgent:
 
     def extension_ui(self, method: str) -> str:
         self.ask("setStatus", {"statusKey": "fake", "statusText": "asking"})
-        fields: JSON = {
+        asks: dict[str, JSON] = {
             "confirm": {"title": "Allow?", "message": "The tool wants to run."},
             "select": {"title": "Pick one", "options": ["Allow", "Block"]},
             "input": {"title": "Enter a value", "placeholder": "type something..."},
             "editor": {"title": "Edit", "prefill": "draft"},
             "notify": {"message": "Heads up from the agent", "notifyType": "info"},
-        }.get(method, {})
+        }
+        fields = asks.get(method, {})
         answer = self.ask(method, fields)
         if method not in DIALOGS:
             return f"[{method} sent]"

@@ -7,7 +7,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from picobridge.contract import ChatRef, InboundMessage, StorageUnavailable, SubmitResult
+from picobridge.contract import (
+    ChatRef,
+    DialogAnswer,
+    InboundMessage,
+    StorageUnavailable,
+    SubmitResult,
+)
 
 
 @dataclass
@@ -104,6 +110,10 @@ class MemoryBridge:
                 self.loop_endings.append((name, exc))
             await self._notify()
             await asyncio.sleep(0.05)
+
+    async def answer_dialog(self, dialog_id: str, chat: ChatRef, user_id: str,
+                            answer: DialogAnswer) -> str | None:
+        return None  # no question was asked here: an answer does not count
 
     async def stop_running(self, name: str) -> None:
         task = self.loops.pop(name, None)

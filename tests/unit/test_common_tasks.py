@@ -7,7 +7,6 @@ import logging
 
 import pytest
 
-from picobridge.adapters.common import backoff as backoff_module
 from picobridge.adapters.common.backoff import Backoff
 from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
@@ -77,7 +76,7 @@ async def test_backoff_doubles_up_to_its_cap_and_starts_over_after_a_reset(
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr(backoff_module.asyncio, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", sleep)  # what Backoff.wait sleeps with
     backoff = Backoff(first=0.5, cap=3.0)
     for _ in range(5):
         await backoff.wait()

@@ -14,6 +14,8 @@ from pydantic import BaseModel
 
 from picobridge import exit_codes
 from picobridge.adapters.registry import platforms
+from picobridge.adapters.slack.settings import SlackSettings
+from picobridge.adapters.telegram.settings import TelegramSettings
 from picobridge.config.settings import (
     ENV_PREFIX,
     Settings,
@@ -242,5 +244,7 @@ def test_an_empty_credential_file_leaves_the_platform_off(
     empty_config = tmp_path / "config.toml"
     empty_config.write_text("")
     settings = load_settings(empty_config, {})
-    assert settings.telegram.active
-    assert not settings.slack.active
+    telegram: TelegramSettings = settings.section("telegram")
+    slack: SlackSettings = settings.section("slack")
+    assert telegram.active
+    assert not slack.active

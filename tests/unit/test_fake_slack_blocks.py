@@ -41,7 +41,7 @@ def client(fake: FakeSlack) -> AsyncWebClient:
     return AsyncWebClient(token=fake.bot_token, base_url=fake.api_url, retry_handlers=[])
 
 
-async def refused(client: AsyncWebClient, blocks: object) -> str:
+async def refused(client: AsyncWebClient, blocks: list[dict[str, Any]]) -> str:
     with pytest.raises(SlackApiError) as caught:
         await client.chat_postMessage(channel=CHANNEL, text="t", blocks=blocks)
     assert caught.value.response["error"] == "invalid_blocks"

@@ -24,7 +24,7 @@ def requirements() -> dict[str, Requirement]:
 
 
 def constraints() -> dict[str, str]:
-    pins = {}
+    pins: dict[str, str] = {}
     for line in (ROOT / "deploy" / "constraints.txt").read_text(encoding="utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
             name, sep, version = line.partition("==")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,23 @@ async def test_sessionless_records_with_two_turns_running_are_dropped(rig: Rig) 
     await driver.on_record({"type": "error", "message": "whose?"})
     assert events == []
     assert driver.running() == {"s1", "s2"}
+
+
+async def test_a_flood_of_sessionless_progress_is_warned_about_once(
+        rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    driver, _, events = rig
+    await driver.start_turn(AgentRequest("s1", "a"))
+    await driver.start_turn(AgentRequest("s2", "b"))
+    caplog.set_level(logging.DEBUG, logger="picobridge.agent")
+    for n in range(500):
+        await driver.on_record({"type": "progress", "event": "text_delta", "text": f"{n}"})
+    await driver.on_record({"type": "error", "message": "whose?"})
+    await driver.on_record({"type": "error", "message": "whose?"})
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 3, warnings  # the flood once, each lost error on its own
+    assert "further progress" in warnings[0] and "failure" in warnings[1]
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) == 499
+    assert events == []
 
 
 @pytest.mark.parametrize("content", [None, {"a": 1}, 42, ["x"]])

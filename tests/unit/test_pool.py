@@ -3,9 +3,10 @@ protocol."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.port import WorkerState
@@ -24,14 +25,22 @@ class Stub:
         return self.state is WorkerState.READY
 
 
+class StubPool(Protocol):
+    """A WorkerPool of Stubs as the tests see it: it places the very Stubs it was given."""
+
+    def place(self, session: str, busy: Mapping[str, int]) -> Stub | None: ...
+
+    def assigned_worker(self, session: str) -> str | None: ...
+
+
 def pool(*names: str, portable: bool = False, max_in_flight: int = 1,
-         **kwargs: Any) -> tuple[WorkerPool, dict[str, Stub], list[tuple[str, str]]]:
+         **kwargs: Any) -> tuple[StubPool, dict[str, Stub], list[tuple[str, str]]]:
     stubs = {n: Stub(n) for n in names}
     assigned: list[tuple[str, str]] = []
     made = WorkerPool(list(stubs.values()), max_in_flight=max_in_flight,  # type: ignore[arg-type]
                       portable=portable, on_assign=lambda s, w: assigned.append((s, w)),
                       **kwargs)
-    return made, stubs, assigned
+    return cast(StubPool, made), stubs, assigned
 
 
 def test_a_new_session_goes_to_the_roomiest_worker_and_stays() -> None:

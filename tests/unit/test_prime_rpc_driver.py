@@ -415,7 +415,10 @@ async def test_an_abort_while_the_agent_waits_to_retry_is_a_stop(rig: Rig) -> No
     assert (await rig.pipe.next())["type"] == "abort"
     await rig.feed({"type": "auto_retry_end", "success": False, "attempt": 1,
                     "finalError": "Retry cancelled"})
-    assert rig.events[-1] == Reply("s1", "_(stopped)_")
+    # Compared under a name of its own: mypy would keep `rig.events[-1]` narrowed to Reply
+    # past the next turn, whose last event is another.
+    stopped = rig.events[-1]
+    assert stopped == Reply("s1", "_(stopped)_")
     # The next turn's give-up is the model's failure again, not a stop.
     await rig.turn("s1", switch=False)
     await rig.feed({"type": "auto_retry_end", "success": False, "attempt": 3,

@@ -52,9 +52,12 @@ async def slack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                 ) -> AsyncIterator[tuple[FakeSlack, SlackAdapter]]:
     monkeypatch.setattr(slack_progress, "STREAM_INTERVAL", 0.05)
     async with FakeSlack() as fake:
-        settings = Settings(state_dir=tmp_path, slack={
+        # The `slack` section is a field only of the model built at run time (settings_model);
+        # type checkers see the core model, hence the untyped keywords.
+        sections: dict[str, Any] = {"slack": {
             "bot_token": fake.bot_token, "app_token": fake.app_token,
-            "base_url": fake.api_url, "stream": True})
+            "base_url": fake.api_url, "stream": True}}
+        settings = Settings(state_dir=tmp_path, **sections)
         adapter = SlackAdapter(settings)
         await adapter.start(StubBridge())
         try:

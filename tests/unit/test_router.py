@@ -25,6 +25,7 @@ from picobridge.contract import (
     Adapter,
     BridgeLink,
     ChatRef,
+    DialogAnswer,
     InboundMessage,
     Outcome,
     OutgoingReply,
@@ -88,6 +89,7 @@ class ScriptedAgent:
     name: str = "w1"
     can_abort: bool = False
     cancelled: list[tuple[str, str]] = field(default_factory=list)
+    dialog_answers: list[tuple[str, DialogAnswer]] = field(default_factory=list)
 
     # AgentPool
     def start(self, listener: AgentListener) -> None: ...
@@ -115,6 +117,9 @@ class ScriptedAgent:
     def cancel_turn(self, session: str, reason: str) -> None:
         self.cancelled.append((session, reason))
         self.restart(reason)
+
+    async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
+        self.dialog_answers.append((request_id, answer))
 
     async def next(self) -> AgentRequest:
         return await asyncio.wait_for(self.requests.get(), 5)

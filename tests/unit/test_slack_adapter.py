@@ -21,6 +21,7 @@ from picobridge.adapters.slack.client import SlackAuthError
 from picobridge.config.settings import Settings
 from picobridge.contract import (
     ChatRef,
+    DialogAnswer,
     InboundMessage,
     Outcome,
     OutgoingReply,
@@ -89,6 +90,10 @@ class StubBridge:
     def keep_running(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
         self.loops.start(name, loop)
 
+    async def answer_dialog(self, dialog_id: str, chat: ChatRef, user_id: str,
+                            answer: DialogAnswer) -> str | None:
+        return None  # no question was asked here: an answer does not count
+
     async def stop_running(self, name: str) -> None:
         await self.loops.cancel(name)
 
@@ -114,9 +119,13 @@ async def make(fake: FakeSlack, bridge: StubBridge,
 
     async def build(start: bool = True, attachments: dict[str, Any] | None = None,
                     **slack: Any) -> SlackAdapter:
-        settings = Settings(state_dir=tmp_path, attachments=attachments or {}, slack={
+        # Raw values, validated by the model as the config file's are; the `slack` section is
+        # a field only of the model built at run time (settings_model), which type checkers
+        # see as the core model, hence the untyped keywords.
+        values: dict[str, Any] = {"attachments": attachments or {}, "slack": {
             "bot_token": fake.bot_token, "app_token": fake.app_token,
-            "base_url": fake.api_url, "file_hosts": ["127.0.0.1"], **slack})
+            "base_url": fake.api_url, "file_hosts": ["127.0.0.1"], **slack}}
+        settings = Settings(state_dir=tmp_path, **values)
         adapter = SlackAdapter(settings)
         started.append(adapter)
         if start:

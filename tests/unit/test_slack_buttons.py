@@ -174,7 +174,7 @@ async def ask_and_click(fake: FakeSlack, bridge: Bridge, patience: float,
     client = AsyncWebClient(token=fake.bot_token, base_url=fake.api_url, retry_handlers=[])
     asked = Asked()
     dm = fake.dm_channel(DEFAULT_USER)
-    sender = SlackSender(client, bridge, max_chunks=4, on_auth_failure=lambda _: None,  # type: ignore[arg-type]
+    sender = SlackSender(client, bridge, max_chunks=4, on_auth_failure=lambda _: None,
                          asked=asked)
     await sender.send(ChatRef("slack", dm), OutgoingReply(QUESTION, ReplyKind.QUESTION,
                                                           dialog=CONFIRM))

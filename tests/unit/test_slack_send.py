@@ -150,7 +150,7 @@ async def test_a_permanent_refusal_midway_drops_the_progress(fake: FakeSlack) ->
     fake.set_flood(2, methods=("chat.postMessage",))
     with pytest.raises(DeliveryError):
         await sender(fake, cursors).send(CHAT, reply)  # part one posted, part two refused
-    fake.set_flood(None)
+    fake.set_flood(0)
     assert json.loads(cursors.values["slack.parts.9"])["done"] == ["0"]
     fake.fail_next("chat.postMessage", 200, error="channel_not_found")
     with pytest.raises(DeliveryError) as refused:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,9 +23,12 @@ async def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                   ) -> AsyncIterator[tuple[FakeSlack, StubBridge, SlackAdapter]]:
     monkeypatch.setattr(socketmode, "MONITOR_INTERVAL", 0.05)
     async with FakeSlack(ack_timeout=0.5) as fake:
-        settings = Settings(state_dir=tmp_path, slack={
+        # The `slack` section is a field only of the model built at run time (settings_model);
+        # type checkers see the core model, hence the untyped keywords.
+        sections: dict[str, Any] = {"slack": {
             "bot_token": fake.bot_token, "app_token": fake.app_token,
-            "base_url": fake.api_url})
+            "base_url": fake.api_url}}
+        settings = Settings(state_dir=tmp_path, **sections)
         bridge = StubBridge()
         adapter = SlackAdapter(settings)
         await adapter.start(bridge)

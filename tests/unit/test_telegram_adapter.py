@@ -19,9 +19,12 @@ from tests.unit.telegram_memory import MemoryBridge
 
 
 def adapter(tmp_path: Path, fake: FakeTelegram, **telegram: Any) -> TelegramAdapter:
-    settings = Settings(state_dir=tmp_path, telegram={
+    # A platform's section is a field only of the model built at run time (settings_model);
+    # type checkers see the core model, hence the untyped keywords.
+    sections: dict[str, Any] = {"telegram": {
         "token": fake.token, "base_url": fake.base_url, "base_file_url": fake.base_file_url,
-        "rate_limiter": False, **telegram})
+        "rate_limiter": False, **telegram}}
+    settings = Settings(state_dir=tmp_path, **sections)
     built = settings.platforms["telegram"].adapter(settings)
     assert isinstance(built, TelegramAdapter)
     return built

@@ -107,8 +107,9 @@ def test_readable_callback_queries() -> None:
 
 
 @dataclass
-class Bridge:
-    """What a click uses of BridgeLink, with a store that refuses `outages` times."""
+class Bridge(MemoryBridge):
+    """The in-memory BridgeLink, with a store that refuses `outages` times and clicks that
+    count (what a click uses of BridgeLink)."""
 
     outages: int = 0
     answered: list[tuple[str, ChatRef, DialogAnswer]] = field(default_factory=list)

@@ -94,6 +94,9 @@ class PicobotDriver(Driver):
         self._ready = asyncio.Event()
         self._pong = asyncio.Event()
         self._running: list[str] = []  # sessions in the order their turns were sent
+        # Progress without a session comes in floods (a streamed answer is thousands of
+        # deltas): said once per agent process, then only at debug level.
+        self._said_sessionless_progress = False
 
     def running(self) -> frozenset[str]:
         return frozenset(self._running)
@@ -142,14 +145,22 @@ class PicobotDriver(Driver):
     async def _dispatch(self, event: AgentEvent) -> None:
         if event.session is None:
             if len(self._running) != 1:
-                log.warning("worker %s: agent %s without a session while %d turns run; "
-                            "dropped", self._context.worker, type(event).__name__.lower(),
-                            len(self._running))
+                self._drop_sessionless(event)
                 return
             event = _stamped(event, self._running[0])
         if isinstance(event, Reply | Failure):
             self._forget(event.session)
         await self._emit(event)
+
+    def _drop_sessionless(self, event: AgentEvent) -> None:
+        level = logging.WARNING
+        if isinstance(event, Progress):
+            level = logging.DEBUG if self._said_sessionless_progress else logging.WARNING
+            self._said_sessionless_progress = True
+        log.log(level, "worker %s: agent %s without a session while %d turns run; dropped%s",
+                self._context.worker, type(event).__name__.lower(), len(self._running),
+                " (further progress like it is logged at debug level)"
+                if isinstance(event, Progress) and level == logging.WARNING else "")
 
     def _forget(self, session: str | None) -> None:
         if session in self._running:

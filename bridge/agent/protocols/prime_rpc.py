@@ -100,7 +100,10 @@ class PrimeRpcDriver(Driver):
             async with asyncio.timeout(self._context.settings.ready_timeout):
                 await self._switch_to(request.session)
             record: dict[str, Any] = {"type": "prompt", "message": prompt_text(request)}
-            images = await asyncio.to_thread(images_of, request.attachments)
+            # Files are read off the loop, but a turn without attachments (most) skips the
+            # thread hop: it is on every turn's path.
+            images = (await asyncio.to_thread(images_of, request.attachments)
+                      if request.attachments else [])
             if images:
                 record["images"] = images
             # Its response comes before the run's events; a refusal ends the turn there.
