@@ -227,7 +227,7 @@ async def posted_question(fake: FakeSlack, text: str = QUESTION) -> tuple[
         reported.append((dialog_id, posted))
         clicks.sent(dialog_id, posted)
 
-    sender = SlackSender(client, bridge, max_chunks=4, on_auth_failure=lambda _: None,  # type: ignore[arg-type]
+    sender = SlackSender(client, bridge, max_chunks=4, on_auth_failure=lambda _: None,
                          asked=asked, on_question=sent)
     dm = fake.dm_channel(DEFAULT_USER)
     await sender.send(ChatRef("slack", dm), OutgoingReply(text, ReplyKind.QUESTION,
