@@ -26,6 +26,16 @@ PI_DIR = REPO / "tests" / "peers" / "pi"
 PI_BIN = PI_DIR / "node_modules" / ".bin" / "pi"
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
 
+# What a question says once closed other than by its own buttons, as the person sees it.
+EXPIRED_LINE = "⌛ Expired: no answer came in time."
+CLOSED_LINE = "✖ Closed: the agent no longer waits for an answer."
+CLOSED_NOTE = "This question is closed."
+
+
+def ui_answered(method: str, answer: dict[str, Any]) -> str:
+    """What the fake agent's reply says its dialog got (fake_prime_agent.py `#ui=`)."""
+    return f"[{method} answered {json.dumps(answer, sort_keys=True)}]"
+
 
 # -- the real pi --------------------------------------------------------------------------------
 

@@ -10,30 +10,26 @@ Every test runs its own daemon: the dialog timeout is per daemon.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.prime_rpc_support import fake_agent_settings
+from tests.e2e.prime_rpc_support import (
+    CLOSED_LINE,
+    CLOSED_NOTE,
+    EXPIRED_LINE,
+    fake_agent_settings,
+    ui_answered,
+)
 from tests.e2e.slack_support import assert_no_secrets, reply_to, slack_config
 from tests.fakes.slack import DEFAULT_USER, FakeSlack, PostedMessage
 from tests.harness import Daemon
-
-EXPIRED = "⌛ Expired: no answer came in time."
-CLOSED_LINE = "✖ Closed: the agent no longer waits for an answer."
-CLOSED_NOTE = "This question is closed."
 
 
 def config(tmp: Path, fake: FakeSlack, **bridge: Any) -> Path:
     return slack_config(tmp, fake, agent=fake_agent_settings(tmp),
                         sections={"bridge": bridge} if bridge else None)
-
-
-def answered(method: str, answer: dict[str, Any]) -> str:
-    """What the fake agent's reply says it got (fake_prime_agent.py `#ui=`)."""
-    return f"[{method} answered {json.dumps(answer, sort_keys=True)}]"
 
 
 def types(message: PostedMessage) -> list[str]:
@@ -68,7 +64,7 @@ async def test_a_typed_answer_takes_the_buttons_away_and_shows_it(tmp_path: Path
             await fake.wait_for_socket()
             question, original, dm = await asked(fake, "#ui=select colour", "Pick one")
             await fake.send_event(fake.dm_message("2"))
-            await reply_to(fake, dm, answered("select", {"value": "Block"}))
+            await reply_to(fake, dm, ui_answered("select", {"value": "Block"}))
             await shows(fake, question, "✓ Answer: Block", original)
             await reply_to(fake, dm, "✓ Answer sent: Block")
         assert_no_secrets(daemon, fake)
@@ -80,8 +76,8 @@ async def test_the_dialog_timeout_takes_the_buttons_away(tmp_path: Path) -> None
         async with Daemon(config(tmp_path, fake, dialog_timeout=1)) as daemon:
             await fake.wait_for_socket()
             question, original, dm = await asked(fake, "#ui=confirm deploy", "Allow?")
-            await reply_to(fake, dm, answered("confirm", {"cancelled": True}))
-            await shows(fake, question, EXPIRED, original)
+            await reply_to(fake, dm, ui_answered("confirm", {"cancelled": True}))
+            await shows(fake, question, EXPIRED_LINE, original)
         assert "Traceback" not in daemon.log
 
 
@@ -92,7 +88,7 @@ async def test_a_refused_update_leaves_buttons_that_only_say_closed(tmp_path: Pa
             question, original, dm = await asked(fake, "#ui=confirm secret-plan", "Allow?")
             fake.fail_next("chat.update", 200, error="message_not_found")
             await fake.send_event(fake.dm_message("no"))
-            await reply_to(fake, dm, answered("confirm", {"confirmed": False}))
+            await reply_to(fake, dm, ui_answered("confirm", {"confirmed": False}))
             line = await daemon.wait_for_log(r"closed question \S+ keeps its buttons "
                                              r"\(message_not_found\)")
             assert "secret-plan" not in line and "Allow?" not in line

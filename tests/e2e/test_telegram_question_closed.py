@@ -10,11 +10,16 @@ Every test runs its own daemon: the dialog timeout and the stops are per daemon.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.prime_rpc_support import fake_agent_settings
+from tests.e2e.prime_rpc_support import (
+    CLOSED_LINE,
+    CLOSED_NOTE,
+    EXPIRED_LINE,
+    fake_agent_settings,
+    ui_answered,
+)
 from tests.e2e.telegram_support import (
     USER,
     assert_no_token,
@@ -25,19 +30,10 @@ from tests.e2e.telegram_support import (
 from tests.fakes.telegram import FakeTelegram, SentMessage
 from tests.harness import Daemon
 
-EXPIRED = "⌛ Expired: no answer came in time."
-CLOSED_LINE = "✖ Closed: the agent no longer waits for an answer."
-CLOSED_NOTE = "This question is closed."
-
 
 def config(tmp: Path, fake: FakeTelegram, **bridge: Any) -> Path:
     return telegram_config(tmp, fake, agent=fake_agent_settings(tmp),
                            sections={"bridge": bridge} if bridge else None)
-
-
-def answered(method: str, answer: dict[str, Any]) -> str:
-    """What the fake agent's reply says it got (fake_prime_agent.py `#ui=`)."""
-    return f"[{method} answered {json.dumps(answer, sort_keys=True)}]"
 
 
 async def shows(fake: FakeTelegram, question: SentMessage, line: str, original: str) -> None:
@@ -66,7 +62,7 @@ async def test_a_typed_answer_takes_the_buttons_away_and_shows_it(tmp_path: Path
             assert [[b["text"] for b in row] for row in question.buttons] == [
                 ["Yes", "No"], ["Cancel"]]
             fake.user_message(USER, USER, "yes")
-            await reply_containing(fake, USER, answered("confirm", {"confirmed": True}))
+            await reply_containing(fake, USER, ui_answered("confirm", {"confirmed": True}))
             await shows(fake, question, "✓ Answer: yes", original)
             assert [t for t in fake.texts(USER) if t == "✓ Answer sent: yes"]
         assert_no_token(daemon, fake.token)
@@ -78,8 +74,8 @@ async def test_the_dialog_timeout_takes_the_buttons_away(tmp_path: Path) -> None
         async with Daemon(config(tmp_path, fake, dialog_timeout=1)) as daemon:
             await started(daemon, fake)
             question, original = await asked(fake, "#ui=select one", "Pick one")
-            await reply_containing(fake, USER, answered("select", {"cancelled": True}))
-            await shows(fake, question, EXPIRED, original)
+            await reply_containing(fake, USER, ui_answered("select", {"cancelled": True}))
+            await shows(fake, question, EXPIRED_LINE, original)
         assert "Traceback" not in daemon.log
 
 
@@ -96,9 +92,9 @@ async def test_a_question_that_expired_before_delivery_arrives_closed(tmp_path: 
             assert first.status == 429 and "Allow?" in str(first.params.get("text"))
             # It may show the outcome already: its text as sent is then the first edit's.
             original = question.edits[0] if question.edits else question.text
-            assert original is not None and EXPIRED not in original
-            await shows(fake, question, EXPIRED, original)
-            await reply_containing(fake, USER, answered("confirm", {"cancelled": True}))
+            assert original is not None and EXPIRED_LINE not in original
+            await shows(fake, question, EXPIRED_LINE, original)
+            await reply_containing(fake, USER, ui_answered("confirm", {"cancelled": True}))
         assert "Traceback" not in daemon.log
 
 
@@ -109,7 +105,7 @@ async def test_a_refused_edit_leaves_buttons_that_only_say_closed(tmp_path: Path
             question, original = await asked(fake, "#ui=confirm secret-plan", "Allow?")
             fake.fail_next("editMessageText", 400, error="Bad Request: message to edit not found")
             fake.user_message(USER, USER, "no")
-            await reply_containing(fake, USER, answered("confirm", {"confirmed": False}))
+            await reply_containing(fake, USER, ui_answered("confirm", {"confirmed": False}))
             line = await daemon.wait_for_log(r"closed question \d+ keeps its buttons")
             assert "secret-plan" not in line and "Allow?" not in line
             assert question.text == original and question.reply_markup is not None
