@@ -5,11 +5,17 @@ One database round trip each would queue every chat behind the others' round tri
 the first call starts a flush on the next turn of the event loop, calls made meanwhile join
 it, and calls made while a flush runs go together in the next one. Each caller still returns
 only once its own item is committed.
+
+A failed batch is written again item by item, so that one bad item fails only its own caller,
+unless the database as a whole refused it (locked by another process past the busy timeout,
+disk full, read-only): every item would meet that again, each after its own busy timeout,
+while everything else queued on the connection waited behind them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -48,9 +54,10 @@ class Coalescer(Generic[Item, Result]):
                 try:
                     results = await self._flush(items)
                 except Exception as exc:
-                    if len(items) == 1:
-                        if not waiters[0].done():
-                            waiters[0].set_exception(exc)
+                    if len(items) == 1 or _whole_database(exc):
+                        for waiter in waiters:
+                            if not waiter.done():
+                                waiter.set_exception(exc)
                         continue
                     # One bad item must not fail the others: write each on its own.
                     for item, waiter in zip(items, waiters, strict=True):
@@ -73,3 +80,10 @@ class Coalescer(Generic[Item, Result]):
                         waiter.set_result(result)
         finally:
             self._task = None
+
+
+def _whole_database(exc: Exception) -> bool:
+    """Whether the database refused the write as such, whatever the items (sqlite3 reports
+    "database is locked", "database or disk is full", "attempt to write a readonly database"
+    and I/O errors as OperationalError)."""
+    return isinstance(exc, sqlite3.OperationalError | OSError)

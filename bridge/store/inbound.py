@@ -27,6 +27,11 @@ class InboundTable(Database):
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         super().__init__(db, path)
         self._insert_known = self._coalesce(self._insert_known_batch, "inbound")
+        # One dispatch record in flight at a time, the waves meanwhile joined: while another
+        # process holds the write lock, each statement on the connection waits out the busy
+        # timeout, and a record per wave would queue the chats' answers and new messages
+        # behind one such wait each.
+        self._mark_dispatched = self._coalesce(self._mark_dispatched_batch, "dispatched")
 
     async def record_inbound(self, msg: InboundMessage) -> StoredMessage | None:
         """Commit a new message to the chat's current session; None when it is a duplicate."""
@@ -106,10 +111,14 @@ class InboundTable(Database):
                            (msg.platform_message_id,), 0)
 
     async def mark_dispatched(self, ids: Sequence[int]) -> None:
+        await self._mark_dispatched(list(ids))
+
+    async def _mark_dispatched_batch(self, waves: Sequence[list[int]]) -> list[None]:
         await self._all(
             "UPDATE inbound SET status = 'dispatched', attempts = attempts + 1, updated_at = ?"
             " WHERE status = 'received' AND id IN (SELECT value FROM json_each(?))",
-            (time.time(), json.dumps(list(ids))))
+            (time.time(), json.dumps([i for wave in waves for i in wave])))
+        return [None] * len(waves)
 
     async def requeue(self, ids: Sequence[int], *, refund: bool = False) -> None:
         """Put dispatched messages back in the queue; `refund` un-counts the attempt."""

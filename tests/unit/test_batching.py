@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Sequence
 
 import pytest
@@ -103,3 +104,17 @@ async def test_one_bad_item_fails_only_its_own_caller() -> None:
     assert isinstance(results[1], RuntimeError)
     # Tried together first, then each on its own.
     assert rec.batches == [[1, 2, 3], [1], [2], [3]]
+
+
+async def test_a_database_that_refuses_the_batch_fails_it_at_once() -> None:
+    """A locked or full database would refuse every item again, each after its busy timeout,
+    and everything else queued on the connection would wait behind them."""
+    async def refuse(items: Sequence[int]) -> list[int]:
+        batches.append(list(items))
+        raise sqlite3.OperationalError("database is locked")
+
+    batches: list[list[int]] = []
+    coalesce = Coalescer(refuse, "test")
+    results = await asyncio.gather(*(coalesce(i) for i in (1, 2, 3)), return_exceptions=True)
+    assert all(isinstance(r, sqlite3.OperationalError) for r in results), results
+    assert batches == [[1, 2, 3]]
