@@ -30,7 +30,8 @@ async def baseline_process(script: str, flag: str, env: Mapping[str, str],
     finally:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(proc.wait(), 30)
+        async with asyncio.timeout(30):
+            await proc.wait()
 
 
 class BaselineAgent:
@@ -141,7 +142,8 @@ class Load:
             self._waiters[tag] = waiter
             sent = time.monotonic()
             await self._send(chat, tag)
-            answered = await asyncio.wait_for(waiter, 60)
+            async with asyncio.timeout(60):
+                answered = await waiter
             out.append(answered - sent)
 
     async def run(self, rounds: int, label: str) -> tuple[float, list[float]]:

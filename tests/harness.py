@@ -70,7 +70,8 @@ async def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | 
         *picobridge_argv(*args), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=cli_env(env), cwd=REPO)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+        async with asyncio.timeout(timeout):
+            out, err = await proc.communicate(stdin)
     except TimeoutError:
         proc.kill()
         await proc.wait()
@@ -135,7 +136,8 @@ class Daemon:
                                             and self.proc.returncode is not None
                                             and all(r.done() for r in self._readers)))
         try:
-            await asyncio.wait_for(wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await wait()
         except TimeoutError:
             raise AssertionError(f"timed out waiting for {what}; log tail:\n"
                                  + "\n".join(self.log_lines[-40:])) from None
@@ -169,7 +171,8 @@ class Daemon:
 
     async def wait(self, timeout: float = 30) -> int:
         assert self.proc is not None
-        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            code = await self.proc.wait()
         await asyncio.gather(*self._readers, return_exceptions=True)
         return code
 

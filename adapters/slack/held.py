@@ -94,8 +94,11 @@ class HeldMessages:
         while True:
             await self._waiting.wait()
             self._stored.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+            # that meets the event's wake-up, and this loop would then never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stored.wait(), backoff.next())
+                async with asyncio.timeout(backoff.next()):
+                    await self._stored.wait()
             try:
                 for key in dict.fromkeys(m.chat.key for m in self._held.values()):
                     await self._serial.run(key, functools.partial(self.flush, key))

@@ -143,7 +143,8 @@ class SlackProgress:
         if grace:
             state.in_grace = True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.changed.wait(), RECEIPT_GRACE)
+                async with asyncio.timeout(RECEIPT_GRACE):
+                    await state.changed.wait()
             state.in_grace = False
         while state.shown != state.wanted:
             stale = sorted(state.shown - state.wanted)

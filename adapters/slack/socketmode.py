@@ -115,4 +115,5 @@ class SocketLink:
 async def _close(client: SocketModeClient) -> None:
     # A broken client may hang or fail while closing; it is being dropped either way.
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(client.close(), CLOSE_WAIT)  # type: ignore[no-untyped-call]
+        async with asyncio.timeout(CLOSE_WAIT):
+            await client.close()  # type: ignore[no-untyped-call]

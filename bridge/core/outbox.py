@@ -124,7 +124,8 @@ class Outbox:
         """Finish what can be sent within `grace` seconds; the rest stays stored for next run."""
         deadline = time.monotonic() + grace
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), grace)
+            async with asyncio.timeout(grace):
+                await self._idle.wait()
         if self._closing:
             # Questions closed as the daemon stops show it while their platform is still up.
             await asyncio.wait(set(self._closing), timeout=max(0.0, deadline - time.monotonic()))

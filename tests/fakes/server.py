@@ -202,7 +202,10 @@ class FakeServer:
             if remaining <= 0:
                 return False
             try:
-                await asyncio.wait_for(event.wait(), remaining)
+                # Not wait_for: on Python 3.11 it can swallow a cancellation that meets the
+                # event's wake-up, and a caller looping on this would never stop.
+                async with asyncio.timeout(remaining):
+                    await event.wait()
             except TimeoutError:
                 return bool(predicate())
         return True

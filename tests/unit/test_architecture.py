@@ -18,6 +18,8 @@ MAX_FUNCTION_LINES = 60
 PLATFORM_FREE = ("bridge/contract", "bridge/core", "bridge/store", "bridge/agent",
                  "config/sections.py")
 PLATFORMS = ("telegram", "slack")
+# Test code that tasks loop on (the fakes' waits, the daemon harness), held to the same rule.
+FIXTURES = (REPO / "tests" / "fakes" / "server.py", REPO / "tests" / "harness.py")
 
 
 def product_modules() -> list[Path]:
@@ -52,6 +54,43 @@ def test_the_core_names_no_platform() -> None:
                 if pattern.search(line):
                     named.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert named == []
+
+
+def test_no_asyncio_wait_for() -> None:
+    """On Python 3.11 (supported) asyncio.wait_for swallows a cancellation that meets the
+    awaited thing's completion, so a loop that awaits it may never stop (the next test shows
+    it); asyncio.timeout does not."""
+    used = [f"{p.relative_to(REPO)}:{n}" for p in [*product_modules(), *FIXTURES]
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if "asyncio.wait_for(" in line]
+    assert used == []
+
+
+async def test_why_wait_for_is_not_used_on_this_python() -> None:
+    import asyncio
+    import sys
+
+    event = asyncio.Event()
+
+    async def waits(use_timeout: bool) -> None:
+        if use_timeout:
+            async with asyncio.timeout(10):
+                await event.wait()
+        else:
+            await asyncio.wait_for(event.wait(), 10)
+
+    outcomes = []
+    for use_timeout in (False, True):
+        event.clear()
+        task = asyncio.create_task(waits(use_timeout))
+        await asyncio.sleep(0)
+        event.set()
+        task.cancel()  # in the same turn of the loop as the wake-up
+        await asyncio.gather(task, return_exceptions=True)
+        outcomes.append(task.cancelled())
+    assert outcomes[1] is True  # asyncio.timeout: cancelled, always
+    if sys.version_info < (3, 12):
+        assert outcomes[0] is False  # wait_for: the cancellation is lost
 
 
 def test_every_package_is_listed_for_the_wheel() -> None:
