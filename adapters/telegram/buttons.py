@@ -13,11 +13,12 @@ from the send.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
-from telegram.error import TelegramError
+from telegram.error import RetryAfter, TelegramError
 
 from picobridge.adapters.common.buttons import (
     CLOSED,
@@ -32,7 +33,7 @@ from picobridge.adapters.common.buttons import (
     label,
 )
 from picobridge.adapters.common.tasks import TaskSet
-from picobridge.adapters.telegram.errors import check_cancelled
+from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.normalise import chat_ref
 from picobridge.adapters.telegram.render import utf16_len
 from picobridge.adapters.telegram.storage import StorageWait
@@ -44,6 +45,9 @@ LABEL_CHARS = 40
 # answerCallbackQuery shows at most 200 characters.
 NOTICE_CHARS = 200
 TEXT_LIMIT = 4096
+# Flood control on a question's closing edit is waited out once when it asks for no longer
+# than this (the bridge gives the whole closing 30 s); longer, and the buttons stay.
+OUTCOME_RETRY_WAIT = 10.0
 
 
 def keyboard(dialog: Dialog | None, asked: Asked) -> InlineKeyboardMarkup | None:
@@ -64,20 +68,32 @@ async def show_outcome(bot: Bot, message: Message, line: str,
                        scrub: Callable[[str], str]) -> None:
     """The question's message shows `line` under its text and loses its keyboard (an edit
     without reply_markup); one too long for that, or a file, only loses the keyboard.
-    Best effort: a refusal (the message deleted, a 429) is logged and the buttons stay."""
-    text = message.text
+    Best effort: flood control asking for a short wait is waited out once; any other refusal
+    (the message deleted, a long wait) is logged and the buttons stay."""
     try:
-        if text is not None and utf16_len(text) + 2 + utf16_len(line) <= TEXT_LIMIT:
-            await bot.edit_message_text(
-                f"{text}\n\n{line}", chat_id=message.chat.id,
-                message_id=message.message_id, entities=message.entities or None)
-        else:
-            await bot.edit_message_reply_markup(chat_id=message.chat.id,
-                                                message_id=message.message_id)
+        try:
+            await _edit_outcome(bot, message, line)
+        except RetryAfter as exc:
+            wait = retry_seconds(exc)
+            if wait > OUTCOME_RETRY_WAIT:
+                raise
+            await asyncio.sleep(wait)
+            await _edit_outcome(bot, message, line)
     except TelegramError as exc:
         check_cancelled()
         log.info("the closed question %d keeps its buttons (%s); they no longer count",
                  message.message_id, scrub(str(exc)))
+
+
+async def _edit_outcome(bot: Bot, message: Message, line: str) -> None:
+    text = message.text
+    if text is not None and utf16_len(text) + 2 + utf16_len(line) <= TEXT_LIMIT:
+        await bot.edit_message_text(
+            f"{text}\n\n{line}", chat_id=message.chat.id,
+            message_id=message.message_id, entities=message.entities or None)
+    else:
+        await bot.edit_message_reply_markup(chat_id=message.chat.id,
+                                            message_id=message.message_id)
 
 
 class Closings:

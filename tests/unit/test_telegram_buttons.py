@@ -314,8 +314,21 @@ async def test_a_closed_question_telegram_will_not_change_is_only_logged(
         await closings.closed(bot, DialogClosed(CONFIRM.id, DialogEnd.EXPIRED))
     assert f"closed question {carrier.message_id} keeps its buttons" in caplog.text
     assert PRIVATE not in caplog.text
-    fake.fail_next("editMessageText", 429, retry_after=5)
+    fake.fail_next("editMessageText", 429, retry_after=60)
     carrier = await send_question(bot, "Deploy now?", outbox_id=2)
     closings.sent(bot, CONFIRM.id, carrier)
     await closings.closed(bot, DialogClosed(CONFIRM.id, DialogEnd.EXPIRED))  # no wait, no raise
     assert fake.calls_to("editMessageText")[-1].status == 429
+
+
+async def test_a_short_flood_wait_on_the_closing_edit_is_waited_out_once(
+        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+    closings = Closings(QuestionMessages(), TaskSet(logging.getLogger("test")), str)
+    carrier = await send_question(bot, "Deploy now?")
+    closings.sent(bot, CONFIRM.id, carrier)
+    fake.fail_next("editMessageText", 429, retry_after=1)
+    await closings.closed(bot, DialogClosed(CONFIRM.id, DialogEnd.EXPIRED))
+    assert [c.status for c in fake.calls_to("editMessageText")] == [429, 200]
+    shown = fake.message(CHAT_ID, carrier.message_id)
+    assert shown is not None and "reply_markup" not in shown
+    assert EXPIRED_LINE in str(shown)
