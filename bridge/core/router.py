@@ -13,7 +13,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from picobridge.agent.port import (
     AgentEvent,
@@ -39,12 +38,14 @@ from picobridge.core.dialogs import Dialogs
 from picobridge.core.lanes import Lanes
 from picobridge.core.outbox import Outbox
 from picobridge.core.progress import ProgressRelay
-from picobridge.core.stats import Histogram, RouterStats, bump
+from picobridge.core.stats import ChatStatus, Histogram, RouterStats, bump
 from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
 from picobridge.supervision import TaskSupervisor
 
 log = logging.getLogger("picobridge.router")
+
+STOPPED = "_(stopped: the agent was restarted to stop this reply)_"
 
 _PROGRESS = {
     "text": ProgressKind.TEXT,
@@ -53,15 +54,6 @@ _PROGRESS = {
     "tool_done": ProgressKind.TOOL_DONE,
     "status": ProgressKind.STATUS,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ChatStatus:
-    session: str | None
-    queued: int
-    turn_running_for: float | None
-    lanes_ahead: int
-    worker: str | None = None  # the worker running the chat's turn
 
 
 class Router:
@@ -154,6 +146,7 @@ class Router:
         turn = lane.turn if lane is not None else None
         if turn is None or not turn.sent or not turn.worker.can_abort:
             return False
+        turn.stopping = True
         turn.worker.cancel_turn(turn.session, f"/stop in chat {chat.key}")
         return True
 
@@ -186,6 +179,12 @@ class Router:
         # between and forget the lane these messages belong to.
         lost: list[tuple[Turn, Outcome]] = []
         for turn in [t for t in self._turns.values() if t.worker is worker]:
+            if turn.sent and turn.stopping:
+                # Killed to stop it (the agent did not end it after an abort): what the
+                # person asked for, not a turn to run again.
+                self._end_turn(turn, Outcome.DONE)
+                lost.append((turn, Outcome.DONE))
+                continue
             failed = turn.sent and turn.attempts >= self._max_attempts
             outcome = Outcome.FAILED if failed else Outcome.REQUEUED
             self._end_turn(turn, outcome)
@@ -200,7 +199,9 @@ class Router:
             lost.append((turn, outcome))
         await self._recorded()
         for turn, outcome in lost:
-            if outcome is Outcome.FAILED:
+            if outcome is Outcome.DONE:
+                self._answers.settle(turn, ReplyKind.ANSWER, STOPPED, self._after_turn)
+            elif outcome is Outcome.FAILED:
                 self._answers.give_up(turn.messages, reason)
             else:
                 await self._store.requeue(turn.ids, refund=not turn.sent)

@@ -15,6 +15,17 @@ TURN_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 
 
 @dataclass(frozen=True, slots=True)
+class ChatStatus:
+    """What the router says of one chat (/status)."""
+
+    session: str | None
+    queued: int
+    turn_running_for: float | None
+    lanes_ahead: int
+    worker: str | None = None  # the worker running the chat's turn
+
+
+@dataclass(frozen=True, slots=True)
 class HistogramSnapshot:
     buckets: tuple[float, ...]
     counts: tuple[int, ...]  # per bucket (not cumulative), plus one for +Inf

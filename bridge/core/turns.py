@@ -22,6 +22,9 @@ class Turn:
     sent: bool = False
     # The turn outlived agent.turn_timeout and was cancelled: not cancelled twice.
     timed_out: bool = False
+    # The person asked to stop it (/stop): if its agent must be killed for that, the turn
+    # ends there instead of being sent again.
+    stopping: bool = False
 
     @property
     def ids(self) -> list[int]:

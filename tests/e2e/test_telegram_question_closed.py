@@ -18,6 +18,7 @@ from tests.e2e.prime_rpc_support import (
     CLOSED_NOTE,
     EXPIRED_LINE,
     fake_agent_settings,
+    journal,
     ui_answered,
 )
 from tests.e2e.telegram_support import (
@@ -115,6 +116,28 @@ async def test_a_refused_edit_leaves_buttons_that_only_say_closed(tmp_path: Path
             assert note.get("text") == CLOSED_NOTE
             fake.user_message(USER, USER, "still there?")
             await reply_containing(fake, USER, "you said: still there?")
+        assert "Traceback" not in daemon.log
+
+
+async def test_stop_while_a_question_waits_ends_the_turn_once(tmp_path: Path) -> None:
+    """The agent does not end a turn that waits on a question when asked to abort: after
+    agent.abort_grace it is restarted. The question closes, and the message is not sent to
+    the agent again (the person asked to stop it)."""
+    async with FakeTelegram() as fake:
+        config_path = telegram_config(tmp_path, fake,
+                                      agent=fake_agent_settings(tmp_path, abort_grace=1))
+        async with Daemon(config_path) as daemon:
+            await started(daemon, fake)
+            question, original = await asked(fake, "#ui=confirm stop-me", "Allow?")
+            fake.user_message(USER, USER, "/stop")
+            await reply_containing(fake, USER, "Stopping the reply being worked on")
+            await reply_containing(fake, USER, "stopped: the agent was restarted")
+            await shows(fake, question, CLOSED_LINE, original)
+            fake.user_message(USER, USER, "and now?")
+            await reply_containing(fake, USER, "you said: and now?")
+            assert [p for p in journal(tmp_path).prompts() if "stop-me" in p] == [
+                "#ui=confirm stop-me"]
+            assert len(journal(tmp_path).starts()) == 2
         assert "Traceback" not in daemon.log
 
 
