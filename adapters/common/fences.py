@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass
 
 _FENCE_OPEN = re.compile(r"([ \t]*)(`{3,}|~{3,})(.*)")
-_FENCE_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})\s*")
+# After a closing fence only spaces and tabs (CommonMark), and the "\r" of a CRLF line: not
+# every character str.isspace knows (U+2028 after the fence leaves the block open).
+_FENCE_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t\r]*")
 
 
 @dataclass(frozen=True, slots=True)

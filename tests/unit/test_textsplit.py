@@ -15,7 +15,7 @@ from picobridge.adapters.common import textsplit
 from picobridge.adapters.common.textsplit import find_fences, iter_split_markdown, split_markdown
 
 _FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*")
-_CLOSING_FENCE = re.compile(r"\s*\n[ \t]*(`{3,}|~{3,})[ \t]*(?=\n|$)")
+_CLOSING_FENCE = re.compile(r"\s*\n[ \t]*(`{3,}|~{3,})[ \t\r]*(?=\n|$)")
 
 
 def by_length(limit: int) -> Callable[[str], bool]:
@@ -138,6 +138,14 @@ def test_long_code_line_is_hard_cut_inside_fences() -> None:
     pieces = split_markdown(text, by_length(20))
     assert_fences_balanced(pieces)
     assert "".join(p[4:-4] for p in pieces) == "x" * 50
+
+
+def test_a_closing_fence_takes_only_spaces_tabs_and_a_crlf_after_it() -> None:
+    # Hypothesis found both: the "\r" of a CRLF reply closes the block, U+2028 does not.
+    (crlf,) = find_fences("```py\r\na\r\n```\r\nafter")
+    assert crlf.closed
+    (separator,) = find_fences("```py\na\n```\u2028\nafter")
+    assert not separator.closed
 
 
 def test_unclosed_fence_stays_code_and_gets_no_invented_end() -> None:
