@@ -5,6 +5,8 @@ Every loop the daemon depends on (the router's dispatch, pollers, the watchdog) 
 after a backoff. A task that keeps failing is reported by `failing()`, which makes /healthz
 unhealthy and withholds systemd's watchdog keep-alives, so the service manager restarts the
 whole daemon instead of leaving it up and useless.
+
+Short-lived background work (`keep`) is only held until done, so that it can be waited for.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger("picobridge.supervision")
 
@@ -105,3 +108,12 @@ class TaskSupervisor:
             entry.failures.append(self._clock())
             await asyncio.sleep(delay)
             delay = min(BACKOFF_CAP, delay * 2)
+
+
+def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None],
+         name: str) -> asyncio.Task[None]:
+    """Run `work` in a task held in `tasks` until it is done (so it can be waited for)."""
+    task = asyncio.create_task(work, name=name)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return task

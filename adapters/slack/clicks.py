@@ -37,6 +37,7 @@ from picobridge.adapters.common.buttons import (
 from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.slack.buttons import Clicked, Posted, clicked, closed_blocks
+from picobridge.adapters.slack.client import post_ephemeral
 from picobridge.adapters.slack.send import slack_error
 from picobridge.contract import BridgeLink, DialogClosed, StorageUnavailable
 
@@ -136,8 +137,4 @@ class SlackClicks:
                      posted.ts, reason)
 
     async def _ephemeral(self, where: Clicked, text: str) -> None:
-        try:
-            await self._client.chat_postEphemeral(channel=where.channel, user=where.user,
-                                                  text=text, thread_ts=where.chat.thread_id)
-        except Exception as exc:
-            log.debug("ephemeral note after a click failed: %s", exc.__class__.__name__)
+        await post_ephemeral(self._client, where.channel, where.user, text, where.chat.thread_id)

@@ -8,6 +8,7 @@ calls, so they reuse connections.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ from picobridge.adapters.slack.send import AUTH_ERRORS, slack_error
 
 if TYPE_CHECKING:
     from picobridge.adapters.slack.settings import SlackSettings
+
+log = logging.getLogger("picobridge.slack")
 
 _RECENT = 10_000
 
@@ -101,3 +104,13 @@ def as_response(client: AsyncWebClient, data: dict[str, Any]) -> Any:
     """auth.test data as the response object bolt's authorization middleware caches."""
     return AsyncSlackResponse(client=client, http_verb="POST", api_url="auth.test",
                               req_args={}, data=data, headers={}, status_code=200)
+
+
+async def post_ephemeral(client: AsyncWebClient, channel: str, user: str, text: str,
+                         thread_ts: str | None) -> None:
+    """A note only `user` sees; best effort (the note is a courtesy, nothing waits on it)."""
+    try:
+        await client.chat_postEphemeral(channel=channel, user=user, text=text,
+                                        thread_ts=thread_ts)
+    except Exception as exc:
+        log.debug("ephemeral note failed: %s", exc.__class__.__name__)

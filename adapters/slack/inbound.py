@@ -39,7 +39,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from picobridge.adapters.common.attachments import AttachmentRefused
 from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
-from picobridge.adapters.slack.client import Recent
+from picobridge.adapters.slack.client import Recent, post_ephemeral
 from picobridge.adapters.slack.context import thread_context
 from picobridge.adapters.slack.dispatch import NotYet
 from picobridge.adapters.slack.events import (
@@ -244,8 +244,4 @@ class SlackInbound:
             log.warning("could not post a notice to %s: %s", chat.key, exc.__class__.__name__)
 
     async def _ephemeral(self, found: Candidate, text: str) -> None:
-        try:
-            await self._client.chat_postEphemeral(channel=found.channel, user=found.user,
-                                                  text=text, thread_ts=found.chat.thread_id)
-        except Exception as exc:
-            log.debug("ephemeral notice failed: %s", exc.__class__.__name__)
+        await post_ephemeral(self._client, found.channel, found.user, text, found.chat.thread_id)

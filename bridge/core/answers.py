@@ -13,6 +13,7 @@ from picobridge.contract import ChatRef, ReplyKind
 from picobridge.core.outbox import Outbox
 from picobridge.core.turns import Turn
 from picobridge.store import Store, StoredMessage
+from picobridge.supervision import keep
 
 log = logging.getLogger("picobridge.router")
 
@@ -117,12 +118,3 @@ class Answers:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-
-
-def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None],
-         name: str) -> asyncio.Task[None]:
-    """Run `work` in a task held in `tasks` until it is done (so it can be waited for)."""
-    task = asyncio.create_task(work, name=name)
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
-    return task

@@ -32,6 +32,7 @@ from picobridge.contract import (
 )
 from picobridge.core.stats import Delivery, OutboxStats, bump
 from picobridge.store import Store, StoredReply, StoreError
+from picobridge.supervision import keep
 
 log = logging.getLogger("picobridge.outbox")
 
@@ -102,10 +103,8 @@ class Outbox:
         adapter = self._adapters.get(chat.platform)
         if adapter is None or self._stopping:
             return
-        task = asyncio.create_task(self._close_dialog(adapter, chat, closed),
-                                   name=f"dialog-closed-{closed.dialog_id}")
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        keep(self._closing, self._close_dialog(adapter, chat, closed),
+             f"dialog-closed-{closed.dialog_id}")
 
     async def _close_dialog(self, adapter: Adapter, chat: ChatRef,
                             closed: DialogClosed) -> None:

@@ -33,7 +33,7 @@ from picobridge.contract import (
     ProgressKind,
     ReplyKind,
 )
-from picobridge.core.answers import Answers, keep
+from picobridge.core.answers import Answers
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.lanes import Lanes
 from picobridge.core.outbox import Outbox
@@ -41,7 +41,7 @@ from picobridge.core.progress import ProgressRelay
 from picobridge.core.stats import ChatStatus, Histogram, RouterStats, bump
 from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
-from picobridge.supervision import TaskSupervisor
+from picobridge.supervision import TaskSupervisor, keep
 
 log = logging.getLogger("picobridge.router")
 

@@ -4,7 +4,9 @@ platform named in the core, and every package shipped."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -67,9 +69,6 @@ def test_no_asyncio_wait_for() -> None:
 
 
 async def test_why_wait_for_is_not_used_on_this_python() -> None:
-    import asyncio
-    import sys
-
     event = asyncio.Event()
 
     async def waits(use_timeout: bool) -> None:
