@@ -98,6 +98,9 @@ class AttachmentSettings(Section):
 
 class HttpSettings(Section):
     listen: str | None = None
+    max_connections: int = Field(default=256, ge=1)
+    header_timeout: float = Field(default=10.0, gt=0)
+    body_timeout: float = Field(default=30.0, gt=0)
 
     @field_validator("listen")
     @classmethod
