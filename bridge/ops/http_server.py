@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 
 from aiohttp import web
 
@@ -34,7 +35,8 @@ class HttpServer:
         self._server: asyncio.AbstractServer | None = None
         self._quiet = contextlib.ExitStack()
 
-    async def start(self) -> None:
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Serve on `sock` when given (bound beforehand: ops/listen.py), else bind here."""
         # aiohttp's keep-alive timer is a backstop; the guard cuts idle connections first.
         self._runner = web.AppRunner(self.app, access_log=None,
                                      keepalive_timeout=self.guard.limits.header_timeout + 1)
@@ -43,17 +45,21 @@ class HttpServer:
         assert server is not None
         loop = asyncio.get_running_loop()
         self._quiet.enter_context(quiet_accept_errors(loop))
+        factory = self.guard.protocol_factory(server)
         try:
-            self._server = await loop.create_server(self.guard.protocol_factory(server),
-                                                    self.host or None, self.port, backlog=512)
+            if sock is not None:
+                self._server = await loop.create_server(factory, sock=sock, backlog=512)
+            else:
+                self._server = await loop.create_server(factory, self.host or None, self.port,
+                                                        backlog=512)
         except BaseException:
             self._quiet.close()
             await self._runner.cleanup()
             self._runner = None
             raise
         # With port 0 the OS picks one; report the real port for health URLs and tests.
-        for sock in self._server.sockets:
-            self.port = int(sock.getsockname()[1])
+        for bound in self._server.sockets:
+            self.port = int(bound.getsockname()[1])
         log.info("http: at most %d connections, %gs for a request head, %gs for a body",
                  self.guard.limits.max_connections, self.guard.limits.header_timeout,
                  self.guard.limits.body_timeout)
