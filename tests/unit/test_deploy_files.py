@@ -16,6 +16,7 @@ from picobridge import exit_codes
 from picobridge.adapters.registry import platforms
 from picobridge.adapters.slack.settings import SlackSettings
 from picobridge.adapters.telegram.settings import TelegramSettings
+from picobridge.config.sections import HttpSettings
 from picobridge.config.settings import (
     ENV_PREFIX,
     Settings,
@@ -177,6 +178,11 @@ def test_unit_is_a_notify_service_with_a_watchdog() -> None:
     assert service("WatchdogSec") and int(service("WatchdogSec")[0]) > 0
     assert service("Restart") == ["on-failure"]
     assert "run" in service("ExecStart")[0].split()
+
+
+def test_unit_leaves_the_listener_room_for_its_connections() -> None:
+    (limit,) = service("LimitNOFILE")
+    assert int(limit.split(":")[-1]) >= 4 * HttpSettings().max_connections
 
 
 def test_unit_does_not_restart_on_config_errors() -> None:
