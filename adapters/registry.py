@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 PLATFORMS: dict[str, str] = {
     "telegram": "picobridge.adapters.telegram.platform:TelegramPlatform",
     "slack": "picobridge.adapters.slack.platform:SlackPlatform",
+    "discord": "picobridge.adapters.discord.platform:DiscordPlatform",
 }
 
 
