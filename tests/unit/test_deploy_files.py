@@ -16,6 +16,7 @@ from picobridge import exit_codes
 from picobridge.adapters.registry import platforms
 from picobridge.adapters.slack.settings import SlackSettings
 from picobridge.adapters.telegram.settings import TelegramSettings
+from picobridge.config.sections import HttpSettings
 from picobridge.config.settings import (
     ENV_PREFIX,
     Settings,
@@ -179,15 +180,23 @@ def test_unit_is_a_notify_service_with_a_watchdog() -> None:
     assert "run" in service("ExecStart")[0].split()
 
 
+def test_unit_leaves_the_listener_room_for_its_connections() -> None:
+    (limit,) = service("LimitNOFILE")
+    assert int(limit.split(":")[-1]) >= 4 * HttpSettings().max_connections
+
+
 def test_unit_does_not_restart_on_config_errors() -> None:
     prevented = " ".join(service("RestartPreventExitStatus")).split()
     assert str(exit_codes.CONFIG) in prevented
+    # A port still held by the instance before (a deploy) is worth a restart.
+    assert str(exit_codes.BUSY) not in prevented
 
 
 def test_unit_credentials_are_the_names_settings_read() -> None:
     loaded = {value.split(":", 1)[0] for value in service("LoadCredential")}
-    assert {"telegram_token", "slack_bot_token", "slack_app_token", "slack_signing_secret",
-            "discord_token"} <= loaded
+    assert {"telegram_token", "slack_bot_token", "slack_app_token", "slack_signing_secret"} <= (
+        loaded
+    )
     assert loaded <= set(credential_files(platforms()))
 
 
