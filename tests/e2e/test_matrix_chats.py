@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -44,7 +45,8 @@ async def room_with(synapse: Synapse, owner: Person, bot: str, *others: Person) 
     """A room of more than two: `owner`, the bot and `others`, everyone joined."""
     room = await owner.create_room([bot, *(o.user_id for o in others)], name="team")
     for other in others:
-        await other.wait_until(lambda o=other: room in o.invites, what="the invitation")
+        await other.wait_until(functools.partial(list.__contains__, other.invites, room),
+                               what="the invitation")
         await other.join(room)
     await owner.wait_joined(room, bot)
     for other in others:
