@@ -28,8 +28,10 @@ from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.ops import listen
+from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
 from picobridge.ops.http_server import HttpServer
+from picobridge.ops.listener_guard import ListenerLimits
 from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
@@ -122,7 +124,9 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
                     coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs)
-    http = HttpServer(settings.http.listen) if settings.http.listen else None
+    http = HttpServer(settings.http.listen, ListenerLimits(
+        settings.http.max_connections, settings.http.header_timeout,
+        settings.http.body_timeout)) if settings.http.listen else None
     commands = Commands(store, router, pool)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
@@ -251,6 +255,7 @@ async def run(
     finished: Callable[[Daemon], Coroutine[Any, Any, None]] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
+    raise_fd_limit()
     daemon = await assemble(settings, store, adapters)
     ops = Operations(sources(daemon), Notifier(os.environ), Metrics(daemon.adapters))
     if daemon.http is not None:
