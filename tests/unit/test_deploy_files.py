@@ -242,7 +242,8 @@ def test_an_empty_credential_file_leaves_the_platform_off(
 ) -> None:
     # docs/operations.md tells operators to create empty files for unused platforms, because
     # every LoadCredential= file in the unit must exist.
-    for name in ("telegram_token", "slack_bot_token", "slack_app_token", "slack_signing_secret"):
+    for name in ("telegram_token", "slack_bot_token", "slack_app_token", "slack_signing_secret",
+                 "discord_token"):
         (tmp_path / name).write_text("")
     (tmp_path / "telegram_token").write_text("123456:" + "a" * 35 + "\n")
     for key in list(os.environ):
@@ -256,3 +257,4 @@ def test_an_empty_credential_file_leaves_the_platform_off(
     slack: SlackSettings = settings.section("slack")
     assert telegram.active
     assert not slack.active
+    assert not settings.section("discord").active
