@@ -23,6 +23,7 @@ from typing import Any
 
 from picobridge.agent.framing import encode_record
 from picobridge.config.sections import AgentSettings
+from picobridge.private import private_dir
 
 log = logging.getLogger("picobridge.agent")
 
@@ -48,8 +49,7 @@ def workdir(settings: AgentSettings, state_dir: Path) -> Path:
     """The agent's working directory, created when missing: `agent.workdir`, else
     `<state_dir>/workspace` (never the folder that holds the database)."""
     path = settings.workdir if settings.workdir is not None else state_dir / "workspace"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(path)
 
 
 def describe_spawn_error(command: Sequence[str], exc: OSError,
