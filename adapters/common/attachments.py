@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import AsyncIterable
 from pathlib import Path
 
 from picobridge.config.sections import AttachmentSettings
@@ -63,6 +64,22 @@ class AttachmentPolicy:
         if size > limit:
             raise AttachmentRefused(
                 f"The file {name!r} is {_human(size)}; I can take files up to {_human(limit)}.")
+
+    async def read_capped(self, name: str, chunks: AsyncIterable[bytes],
+                          platform_limit: int | None = None) -> bytearray:
+        """The downloaded bytes, read no further than the limit: a size the platform (or a
+        proxy) claimed proves nothing, and reading first and checking after would hold a
+        file of any size in memory."""
+        limit = self._settings.max_bytes
+        if platform_limit is not None and platform_limit < limit:
+            limit = platform_limit
+        data = bytearray()
+        async for chunk in chunks:
+            if len(data) + len(chunk) > limit:
+                raise AttachmentRefused(f"The file {name!r} is over {_human(limit)}, the most "
+                                        "I can take.")
+            data += chunk
+        return data
 
     def accept(self, platform: str, name: str, data: bytes, mime: str | None) -> Attachment:
         """Turn downloaded bytes into what the agent gets: inline text or a saved file."""
