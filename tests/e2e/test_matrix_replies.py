@@ -14,6 +14,7 @@ from tests.e2e.matrix_support import (
     synapse,
     synced,
 )
+from tests.e2e.media_support import PDF, PNG, put, script_reply
 from tests.harness import Daemon
 from tests.synapse.person import Event, Person
 from tests.synapse.server import Account, Synapse
@@ -144,3 +145,30 @@ async def test_an_encrypted_room_is_told_once(tmp_path: Path, synapse: Synapse) 
         await me.say(room, "plain hello")  # unencrypted messages are still read
         await me.wait_for_message(room, bot.user_id, lambda e: body(e) == "echo: plain hello")
         assert sum("encrypted" in body(e) for e in me.messages_from(room, bot.user_id)) == 1
+
+
+async def test_files_the_agent_sends_are_uploaded(tmp_path: Path, synapse: Synapse) -> None:
+    bot, alice = synapse.register(), synapse.register()
+    put(tmp_path, "chart.png", PNG)
+    put(tmp_path, "out/report.pdf", PDF)
+    directive = script_reply(tmp_path, "files", "Here you go.\nMEDIA: out/report.pdf\n"
+                             "![the chart](chart.png)",
+                             [{"name": "notes.md", "content": "# Notes\nline two\n"}])
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="")
+    async with Daemon(config) as daemon, person(synapse, alice) as me:
+        await synced(daemon)
+        room = await direct_room(me, bot)
+        await me.say(room, f"send me the files {directive}")
+        await me.wait_until(lambda: len(me.messages_from(room, bot.user_id)) >= 4,
+                            what="the text and three files")
+        text, *files = me.messages_from(room, bot.user_id)
+        assert body(text) == "Here you go."
+        got = [(e["content"]["msgtype"], e["content"]["filename"], body(e)) for e in files]
+        assert sorted(got) == sorted([("m.file", "notes.md", "notes.md"),
+                                      ("m.file", "report.pdf", "report.pdf"),
+                                      ("m.image", "chart.png", "the chart")])
+        blobs = {e["content"]["filename"]: await me.download(e["content"]["url"])
+                 for e in files}
+        assert blobs == {"notes.md": b"# Notes\nline two\n", "report.pdf": PDF,
+                         "chart.png": PNG}
+    assert_no_secrets(daemon, bot, alice)
