@@ -163,6 +163,7 @@ async def start(daemon: Daemon) -> None:
         await daemon.outbox.start()
         await daemon.router.start()
         daemon.pool.start(daemon.router)
+        daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
         for adapter in daemon.adapters.values():
             await adapter.start(daemon.intake)
             log.info("platform %s started", adapter.platform)
