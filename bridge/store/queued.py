@@ -4,6 +4,7 @@ outage, and a denied sender's messages to hold back."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from picobridge.contract import ChatRef
@@ -14,6 +15,10 @@ from picobridge.store.connection import Database
 class WaitingChat:
     chat: ChatRef
     reply_to: str | None  # what a reply to its oldest waiting message refers to
+
+
+# Why a denied sender's queued message was not sent (its row's error).
+DENIED = "not sent: the sender's access was revoked"
 
 
 class QueuedTable(Database):
@@ -27,16 +32,20 @@ class QueuedTable(Database):
             " ORDER BY i.id")
         return [WaitingChat(ChatRef(r[0], r[1], r[2]), r[3]) for r in rows]
 
-    async def hold_back(self, platform: str, sender_id: str, reason: str) -> list[int]:
+    async def hold_back(self, platform: str, sender_id: str, reason: str) -> int:
         """Mark a sender's messages that have not reached the agent as dropped, with why;
-        returns their ids (the rows stay, for `picobridge failed` and the record)."""
+        returns how many (the rows stay, for `picobridge failed` and the record)."""
         async with self._tx() as db:
-            rows = list(await db.execute_fetchall(
-                "SELECT id FROM inbound WHERE platform = ? AND sender_id = ?"
-                " AND status = 'received'", (platform, sender_id)))
-            ids = [int(r[0]) for r in rows]
-            await db.executemany(
+            cur = await db.execute(
                 "UPDATE inbound SET status = 'dropped', error = ?, updated_at = ?"
-                " WHERE id = ? AND status = 'received'",
-                [(reason, time.time(), i) for i in ids])
-        return ids
+                " WHERE platform = ? AND sender_id = ? AND status = 'received'",
+                (reason, time.time(), platform, sender_id))
+            return cur.rowcount
+
+    async def mark_held_back(self, ids: Sequence[int], reason: str) -> None:
+        if ids:
+            async with self._tx() as db:
+                await db.executemany(
+                    "UPDATE inbound SET status = 'dropped', error = ?, updated_at = ?"
+                    " WHERE id = ? AND status = 'received'",
+                    [(reason, time.time(), i) for i in ids])
