@@ -14,7 +14,14 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from picobridge.agent.port import PoolStatus
-from picobridge.contract import ChatRef, DialogAnswer, InboundMessage, ReplyKind, SubmitResult
+from picobridge.contract import (
+    ChatRef,
+    DialogAnswer,
+    InboundMessage,
+    OutgoingReply,
+    ReplyKind,
+    SubmitResult,
+)
 from picobridge.core.access import AccessPolicy, denial_text
 from picobridge.core.commands import Commands, parse_command
 from picobridge.core.dialogs import Dialogs
@@ -76,9 +83,9 @@ class Intake:
             log.info("message from unknown user refused platform=%s user=%s chat=%s", platform,
                      message.sender_id, chat.key)
             if await self._access.should_tell(platform, message.sender_id):
-                self._outbox.deliver(await self._store.add_reply(
-                    chat, ReplyKind.NOTICE, denial_text(platform, message.sender_id),
-                    reply_to=message.reply_to, private_to=message.sender_id))
+                self._outbox.deliver(await self._store.add_reply(chat, OutgoingReply(
+                    denial_text(platform, message.sender_id), ReplyKind.NOTICE,
+                    message.reply_to, private_to=message.sender_id)))
             return SubmitResult.DENIED
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
@@ -133,7 +140,7 @@ class Intake:
                     time.monotonic() - since, chat.key)
         try:
             self._outbox.deliver(await self._store.add_reply(
-                chat, ReplyKind.NOTICE, AGENT_DOWN_TEXT, reply_to=reply_to))
+                chat, OutgoingReply(AGENT_DOWN_TEXT, ReplyKind.NOTICE, reply_to)))
         except Exception:
             # The message itself is stored: the platform must hear that it arrived.
             log.exception("could not store the agent-down notice chat=%s", chat.key)
