@@ -123,12 +123,13 @@ class Router:
             self._wake.set()
 
     def replace_queued(self, msg: StoredMessage) -> None:
-        lane = self._lanes.get(msg.chat.key)
-        if lane is None:
-            return
-        for i, queued in enumerate(lane.queue):
-            if queued.id == msg.id:
-                lane.queue[i] = msg
+        self._lanes.replace(msg)
+
+    def queued_senders(self) -> set[tuple[str, str]]:
+        return self._lanes.senders()
+
+    def unqueue_senders(self, senders: set[tuple[str, str]]) -> list[StoredMessage]:
+        return self._lanes.remove_from(senders)
 
     async def drop_queued(self, chat: ChatRef) -> int:
         lane = self._lanes.get(chat.key)
