@@ -10,18 +10,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import time
-import unicodedata
 from collections.abc import AsyncIterable
 from pathlib import Path
 
 from picobridge.config.sections import AttachmentSettings
-from picobridge.contract import Attachment
+from picobridge.contract import Attachment, safe_name
+
+__all__ = ["AttachmentPolicy", "AttachmentRefused", "safe_name"]
 
 log = logging.getLogger("picobridge.attachments")
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _TEXT_MIMES = ("application/json", "application/xml", "application/x-yaml", "application/yaml",
                "application/toml", "application/javascript", "application/x-sh",
                "application/sql", "application/csv")
@@ -29,14 +28,6 @@ _TEXT_MIMES = ("application/json", "application/xml", "application/x-yaml", "app
 
 class AttachmentRefused(Exception):
     """The file cannot be taken; the message is for the user."""
-
-
-def safe_name(name: str, fallback: str = "file") -> str:
-    """A file name with no directory parts, no leading dots, only portable characters."""
-    base = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    base = base.replace("\\", "/").rsplit("/", 1)[-1]
-    base = _UNSAFE.sub("_", base).strip("._-")[:120]
-    return base or fallback
 
 
 def _looks_textual(mime: str | None, name: str) -> bool:

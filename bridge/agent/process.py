@@ -46,10 +46,8 @@ def agent_environment(base: Mapping[str, str], extra: Mapping[str, str],
 
 
 def workdir(settings: AgentSettings, state_dir: Path) -> Path:
-    """The agent's working directory, created when missing: `agent.workdir`, else
-    `<state_dir>/workspace` (never the folder that holds the database)."""
-    path = settings.workdir if settings.workdir is not None else state_dir / "workspace"
-    return private_dir(path)
+    """The agent's working directory (AgentSettings.workdir_in), created when missing."""
+    return private_dir(settings.workdir_in(state_dir))
 
 
 def describe_spawn_error(command: Sequence[str], exc: OSError,

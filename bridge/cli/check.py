@@ -23,7 +23,7 @@ from picobridge.cli.instance import holder
 from picobridge.config.settings import Settings, default_config_path
 from picobridge.ops import listen
 from picobridge.ops.logs import RedactingFormatter
-from picobridge.store.schema import available_migrations
+from picobridge.store.schema import latest_version
 
 if TYPE_CHECKING:
     from picobridge.cli.main import Invocation
@@ -72,7 +72,7 @@ def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
 
 def _database_file(settings: Settings) -> tuple[bool, str]:
     path = settings.db_path
-    latest = len(available_migrations())
+    latest = latest_version()
     for folder in (settings.state_dir, *settings.state_dir.parents):
         if folder.exists() and not folder.is_dir():
             return False, f"state_dir {settings.state_dir}: {folder} is a file, not a directory"
