@@ -31,6 +31,7 @@ from picobridge.config.sections import (
     BridgeSettings,
     HttpSettings,
     LogSettings,
+    RouteSettings,
 )
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ class CoreSettings(BaseSettings):
     # `default_state_dir` (a user's own folder for users who cannot write this one).
     state_dir: Path = SYSTEM_STATE_DIR
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    # Further named agents, `[agents.NAME]`; `[agent]` is the agent named "default".
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    routes: list[RouteSettings] = Field(default_factory=list)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -92,6 +96,37 @@ class CoreSettings(BaseSettings):
                 if reason:
                     raise ValueError(f"{reason} needs http.listen")
         return self
+
+    @model_validator(mode="after")
+    def _agents_named(self) -> CoreSettings:
+        from picobridge.contract import DEFAULT_AGENT, valid_name
+
+        for name in self.agents:
+            if name == DEFAULT_AGENT:
+                raise ValueError(f"agents.{name}: the agent '{name}' is [agent]; name this one "
+                                 "otherwise or put it in [agent]")
+            if not valid_name(name):
+                raise ValueError(f"agents.{name}: an agent name is 1 to 40 of A-Z a-z 0-9 _ -")
+        known = self.named_agents()
+        wanted = [("bridge.default_agent", self.bridge.default_agent)]
+        for i, route in enumerate(self.routes):
+            wanted.append((f"routes[{i}].agent", route.agent))
+            wanted.extend((f"routes[{i}].switchable", name) for name in route.switchable)
+        for where, name in wanted:
+            if name not in known:
+                raise ValueError(f"{where}: no agent named '{name}' (defined: "
+                                 f"{', '.join(sorted(known))})")
+        return self
+
+    def named_agents(self) -> dict[str, AgentSettings]:
+        """Every agent by name. `[agent]` is the agent "default", defined when the config
+        has that section, or has no `[agents.NAME]` (as before there were several)."""
+        from picobridge.contract import DEFAULT_AGENT
+
+        agents = dict(self.agents)
+        if "agent" in self.model_fields_set or not agents:
+            agents = {DEFAULT_AGENT: self.agent, **agents}
+        return agents
 
     def section(self, platform: str) -> Any:
         """A platform's own section (`[telegram]`), as that platform's model."""

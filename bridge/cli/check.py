@@ -17,7 +17,9 @@ from picobridge.agent.protocols import driver_class
 from picobridge.cli import statedir
 from picobridge.cli.agent_hint import missing_agent
 from picobridge.cli.common import CliError
+from picobridge.config.sections import AgentSettings
 from picobridge.config.settings import Settings, default_config_path
+from picobridge.core.routes import shadowed
 from picobridge.ops.logs import RedactingFormatter
 from picobridge.store.schema import available_migrations
 
@@ -52,7 +54,8 @@ def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
 
 def _database_file(settings: Settings) -> tuple[bool, str]:
     path = settings.db_path
-    latest = len(available_migrations())
+    known = {m.version for m in available_migrations()}
+    latest = max(known, default=0)
     for folder in (settings.state_dir, *settings.state_dir.parents):
         if folder.exists() and not folder.is_dir():
             return False, f"state_dir {settings.state_dir}: {folder} is a file, not a directory"
@@ -65,55 +68,61 @@ def _database_file(settings: Settings) -> tuple[bool, str]:
         return False, f"{path} does not exist and {parent} is not writable"
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-            row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+            done = {int(r[0]) for r in db.execute("SELECT version FROM schema_migrations")}
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return True, f"{path} will be initialised on first start"
         return False, f"cannot read {path}: {exc}"
     except sqlite3.DatabaseError as exc:
         return False, f"{path} is not a picobridge database: {exc}"
-    version = int(row[0])
-    if version > latest:
+    version = max(done, default=0)
+    if done - known:
         return False, (f"{path} is at schema {version}, newer than this picobridge ({latest}); "
                        "upgrade picobridge")
     if not os.access(path, os.W_OK):
         return False, f"{path} is not writable"
-    pending = latest - version
+    pending = len(known - done)
     return True, f"{path} schema {version}" + (f", {pending} migration(s) to apply on start"
                                                 if pending else "")
 
 
-def _workdir_problem(settings: Settings, argv: list[str]) -> str | None:
+def _workdir_problem(settings: Settings, agent: AgentSettings,
+                     argv: list[str]) -> str | None:
     """Why the agent's working directory cannot be made, before blaming the agent for it."""
     try:
         statedir.refuse_foreign(settings.state_dir, argv)
-        workdir(settings.agent, settings.state_dir)
+        workdir(agent, settings.state_dir)
     except statedir.StateDirError:
         return "not started (see database)"
     except OSError as exc:
-        where = settings.agent.workdir or settings.state_dir / "workspace"
+        where = agent.workdir or settings.state_dir / "workspace"
         return (f"cannot create its working directory {where}: {exc.strerror or exc}; "
                 f"{statedir.fix(Path(where), argv)}")
     return None
 
 
 async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
-    """Start every worker's command once (concurrently: each may take ready_timeout)."""
-    agent = settings.agent
-    driver = driver_class(agent.protocol)
-    if agent.workers:
-        commands = [(w.name or f"w{i}", w.command) for i, w in enumerate(agent.workers, 1)]
-    else:
-        commands = [("agent", agent.command)]
-    problem = _workdir_problem(settings, argv)
-    if problem is not None:
-        report.line("agent", None if problem.startswith("not started") else False, problem)
-        return
+    """Start every worker's command of every agent once (concurrently: each may take
+    ready_timeout)."""
+    agents = settings.named_agents()
+    several = len(agents) > 1
+    probes = []
+    for agent_name, agent in agents.items():
+        prefix = f"agent {agent_name}" if several else "agent"
+        problem = _workdir_problem(settings, agent, argv)
+        if problem is not None:
+            report.line(prefix, None if problem.startswith("not started") else False, problem)
+            continue
+        driver = driver_class(agent.protocol)
+        if agent.workers:
+            for i, w in enumerate(agent.workers, 1):
+                probes.append((f"{prefix} {w.name or f'w{i}'}", w.command, agent, driver))
+        else:
+            probes.append((prefix, agent.command, agent, driver))
     results = await asyncio.gather(
-        *(probe_agent(command, agent, driver, settings.state_dir, name)
-          for name, command in commands), return_exceptions=True)
-    for (name, command), result in zip(commands, results, strict=True):
-        label = "agent" if len(commands) == 1 else f"agent {name}"
+        *(probe_agent(command, agent, driver, settings.state_dir, label.removeprefix("agent "))
+          for label, command, agent, driver in probes), return_exceptions=True)
+    for (label, command, _, _), result in zip(probes, results, strict=True):
         if isinstance(result, str):
             report.line(label, True, result)
             continue
@@ -121,6 +130,22 @@ async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
                 else f"{result.__class__.__name__}: {result}")
         hint = missing_agent(command)
         report.line(label, False, text + (f"; {hint}" if hint else ""))
+
+
+def _routes(report: _Report, settings: Settings) -> None:
+    """Every route names a defined agent (the config model refuses others); say which can
+    never match because an earlier one takes all their chats."""
+    from picobridge.cli.wiring import build_routing
+
+    if not settings.routes:
+        return
+    dead = shadowed(build_routing(settings, {}).routes)
+    for later, earlier in dead:
+        report.line("routes", False, f"routes[{later}] (agent {settings.routes[later].agent}) "
+                    f"can never match: routes[{earlier}] before it takes all its chats")
+    if not dead:
+        report.line("routes", True, f"{len(settings.routes)} route(s), the rest to agent "
+                    f"{settings.bridge.default_agent}")
 
 
 async def run_check(invocation: Invocation) -> int:
@@ -135,6 +160,7 @@ async def run_check(invocation: Invocation) -> int:
     report.line("config", True, str(path or "defaults and environment"))
     ok, text = _database(settings, invocation.argv)
     report.line("database", ok, text)
+    _routes(report, settings)
     await _agents(report, settings, invocation.argv)
 
     from picobridge.adapters.registry import enabled_platforms

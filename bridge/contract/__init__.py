@@ -41,12 +41,21 @@ from picobridge.contract.messages import (
     SubmitResult,
     scrub_surrogates,
 )
+from picobridge.contract.names import (
+    DEFAULT_AGENT,
+    DEFAULT_BOT,
+    bot_platform,
+    split_platform,
+    valid_name,
+)
 from picobridge.contract.platform import (
     Platform,
 )
 
 __all__ = [
     "BRIDGE_COMMANDS",
+    "DEFAULT_AGENT",
+    "DEFAULT_BOT",
     "Adapter",
     "Attachment",
     "BridgeCommand",
@@ -67,6 +76,9 @@ __all__ = [
     "ReplyKind",
     "StorageUnavailable",
     "SubmitResult",
+    "bot_platform",
     "listed_commands",
     "scrub_surrogates",
+    "split_platform",
+    "valid_name",
 ]

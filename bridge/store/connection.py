@@ -19,7 +19,13 @@ from typing import Any, Self, TypeVar
 import aiosqlite
 
 from picobridge.store.batching import Coalescer
-from picobridge.store.schema import SchemaError, applied_version, available_migrations, migrate
+from picobridge.store.schema import (
+    SchemaError,
+    applied_version,
+    applied_versions,
+    available_migrations,
+    migrate,
+)
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -81,12 +87,12 @@ class Database:
             if migrate_schema:
                 await migrate(db)
             else:
-                version = await applied_version(db)
-                latest = len(available_migrations())
-                if version != latest:
+                done = await applied_versions(db)
+                known = {m.version for m in available_migrations()}
+                if done != known:
                     raise SchemaError(
-                        f"database schema is at version {version}, this picobridge needs "
-                        f"{latest}; run `picobridge migrate`"
+                        f"database schema is at version {max(done, default=0)}, this "
+                        f"picobridge needs {max(known, default=0)}; run `picobridge migrate`"
                     )
         except (SchemaError, StoreError):
             await db.close()

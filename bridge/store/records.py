@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from picobridge.contract import Attachment, ChatRef, InboundMessage, ReplyKind, scrub_surrogates
+from picobridge.contract import (
+    DEFAULT_AGENT,
+    Attachment,
+    ChatRef,
+    InboundMessage,
+    ReplyKind,
+    scrub_surrogates,
+)
 
 # Statuses of an inbound message that still wait for the agent.
 OPEN_STATUSES = ("received", "dispatched")
@@ -24,6 +31,7 @@ class StoredMessage:
     attempts: int
     received_at: float
     sent_at: float | None = None  # see InboundMessage.sent_at; not kept in the database
+    agent: str = DEFAULT_AGENT  # the agent its session belongs to
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +53,7 @@ class ChatInfo:
     created_at: float
     updated_at: float
     open_messages: int
+    agent: str = DEFAULT_AGENT  # the agent the chat talks to now
 
 
 def clean(text: str) -> str:

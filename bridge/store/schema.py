@@ -4,7 +4,9 @@ versions recorded in the database.
 A migration is a file `NNNN_name.sql` or `NNNN_name.py` in the migrations source: by default
 the package picobridge.migrations (the folder migrations/, shipped in the wheel), or any
 folder handed to `available_migrations` / `migrate` (tests use temporary ones). The numbers of
-both kinds together must run 1..n without gaps.
+both kinds together are distinct. Numbers are handed out to changes built side by side, which
+may land in any order: a gap is allowed, and every migration a database has not recorded runs,
+in number order, also one numbered below the newest it has (it landed later).
 
 An SQL migration runs statement by statement. A Python migration is for a data step SQL cannot
 express; it defines
@@ -84,19 +86,22 @@ def available_migrations(source: Traversable | None = None) -> list[Migration]:
             found.append(Migration(int(match[1]), match[2], entry))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise SchemaError(f"migrations are not numbered 1..n without gaps: {versions}")
+    if len(set(versions)) != len(versions) or (versions and versions[0] < 1):
+        raise SchemaError(f"migrations must have distinct numbers from 1: {versions}")
     return found
 
 
-async def applied_version(db: aiosqlite.Connection) -> int:
+async def applied_versions(db: aiosqlite.Connection) -> set[int]:
     await db.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
     )
-    async with db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cur:
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
+    async with db.execute("SELECT version FROM schema_migrations") as cur:
+        return {int(row[0]) for row in await cur.fetchall()}
+
+
+async def applied_version(db: aiosqlite.Connection) -> int:
+    return max(await applied_versions(db), default=0)
 
 
 async def migrate(db: aiosqlite.Connection, source: Traversable | None = None) -> list[Migration]:
@@ -106,15 +111,17 @@ async def migrate(db: aiosqlite.Connection, source: Traversable | None = None) -
     state the newer code depends on.
     """
     migrations = available_migrations(source)
-    current = await applied_version(db)
-    latest = migrations[-1].version if migrations else 0
-    if current > latest:
+    done = await applied_versions(db)
+    unknown = done - {m.version for m in migrations}
+    if unknown:
+        latest = migrations[-1].version if migrations else 0
         raise SchemaError(
-            f"the database is at schema version {current}, newer than this picobridge "
-            f"knows ({latest}); upgrade picobridge or restore a matching backup"
+            f"the database is at schema version {max(done)}, newer than this picobridge "
+            f"knows ({latest}; it lacks migration {', '.join(str(v) for v in sorted(unknown))})"
+            "; upgrade picobridge or restore a matching backup"
         )
     applied = []
-    for migration in migrations[current:]:
+    for migration in [m for m in migrations if m.version not in done]:
         await _apply(db, migration)
         applied.append(migration)
     return applied
