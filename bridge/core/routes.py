@@ -58,10 +58,24 @@ class Route:
         if self.chats is not None and (other.chats is None or not all(
                 any(fnmatch.fnmatchcase(p, q) for q in self.chats) for p in other.chats)):
             return False
-        return (within(_one(self.platform), _one(other.platform))
-                and within(_one(self.bot), _one(other.bot))
+        return (within(_one(self.platform), other._platforms(0))
+                and within(_one(self.bot), other._platforms(1))
                 and within(self.users, other.users)
                 and within(_one(self.kind), _one(other.kind)))
+
+    def _platforms(self, part: int) -> tuple[str, ...] | None:
+        """The platforms (part 0) or bots (part 1) this route can match: its own criterion,
+        else what its chat keys spell out (`chat@work:42` can only be platform `chat`)."""
+        given = self.platform if part == 0 else self.bot
+        if given is not None:
+            return (given,)
+        if self.chats is None:
+            return None
+        prefixes = [pattern.partition(":")[0] for pattern in self.chats]
+        if any(":" not in p or any(c in prefix for c in "*?[")
+               for p, prefix in zip(self.chats, prefixes, strict=True)):
+            return None
+        return tuple(split_platform(prefix)[part] for prefix in prefixes)
 
 
 def _one(value: str | None) -> tuple[str, ...] | None:
