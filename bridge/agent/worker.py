@@ -19,6 +19,7 @@ from pathlib import Path
 
 from picobridge.agent.child import Child
 from picobridge.agent.driver import Driver, DriverContext
+from picobridge.agent.filestore import NO_FILES, FileStage
 from picobridge.agent.port import (
     AgentEvent,
     AgentListener,
@@ -51,9 +52,11 @@ class AgentWorker:
     def __init__(self, name: str, command: Sequence[str], settings: AgentSettings,
                  driver_class: type[Driver], state_dir: Path,
                  clock: Callable[[], float] = time.monotonic,
-                 origin: str = "agent.command", agent: str = DEFAULT_AGENT) -> None:
+                 origin: str = "agent.command", files: FileStage = NO_FILES,
+                 agent: str = DEFAULT_AGENT) -> None:
         self._name = name
         self.agent = agent
+        self._files = files
         self._origin = origin
         self._command = list(command)
         self._settings = settings
@@ -223,6 +226,9 @@ class AgentWorker:
 
     async def _emit(self, event: AgentEvent) -> None:
         assert self._listener is not None
+        if isinstance(event, Reply) and event.reply.files:
+            # Before anything more is written to the agent, which may delete its files then.
+            event = Reply(event.session, self._files.stage(event.reply))
         if isinstance(event, Reply | Failure) and event.session is not None:
             self.turns += 1
             ended = self._ending.pop(event.session, None)

@@ -4,6 +4,7 @@ parts are. Nothing printed here may contain a secret."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import sqlite3
 import sys
@@ -16,12 +17,14 @@ from picobridge.agent.process import workdir
 from picobridge.agent.protocols import driver_class
 from picobridge.cli import statedir
 from picobridge.cli.agent_hint import missing_agent
-from picobridge.cli.common import CliError
+from picobridge.cli.common import CliError, no_platform
+from picobridge.cli.instance import holder
 from picobridge.config.sections import AgentSettings
 from picobridge.config.settings import Settings, default_config_path
 from picobridge.core.routes import shadowed
+from picobridge.ops import listen
 from picobridge.ops.logs import RedactingFormatter
-from picobridge.store.schema import available_migrations
+from picobridge.store.schema import latest_version
 
 if TYPE_CHECKING:
     from picobridge.cli.main import Invocation
@@ -29,13 +32,23 @@ if TYPE_CHECKING:
 
 class _Report:
     def __init__(self, secrets: list[str]) -> None:
-        self.failed = False
+        self.failed = False  # a part cannot be used
+        self.misconfigured = False  # the configuration is what is wrong
         self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
 
-    def line(self, part: str, ok: bool | None, text: str) -> None:
+    def line(self, part: str, ok: bool | None, text: str, *, config: bool = False) -> None:
         mark = {True: "ok  ", False: "FAIL", None: "--  "}[ok]
-        self.failed |= ok is False
+        if ok is False:
+            self.misconfigured |= config
+            self.failed |= not config
         print(f"{mark} {part:<9} {self._scrub.redact(text)}")
+
+    def exit_code(self) -> int:
+        """1 when a part fails (the report says which), else 3 when the configuration is
+        wrong as for every other command, else 0."""
+        if self.failed:
+            return exit_codes.FAILURE
+        return exit_codes.CONFIG if self.misconfigured else exit_codes.OK
 
     def secrets(self, secrets: list[str]) -> None:
         self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
@@ -54,8 +67,7 @@ def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
 
 def _database_file(settings: Settings) -> tuple[bool, str]:
     path = settings.db_path
-    known = {m.version for m in available_migrations()}
-    latest = max(known, default=0)
+    latest = latest_version()
     for folder in (settings.state_dir, *settings.state_dir.parents):
         if folder.exists() and not folder.is_dir():
             return False, f"state_dir {settings.state_dir}: {folder} is a file, not a directory"
@@ -68,22 +80,26 @@ def _database_file(settings: Settings) -> tuple[bool, str]:
         return False, f"{path} does not exist and {parent} is not writable"
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-            done = {int(r[0]) for r in db.execute("SELECT version FROM schema_migrations")}
+            row = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return True, f"{path} will be initialised on first start"
-        return False, f"cannot read {path}: {exc}"
+        return False, f"cannot read {path}: {exc}{_read_only(path)}"
     except sqlite3.DatabaseError as exc:
         return False, f"{path} is not a picobridge database: {exc}"
-    version = max(done, default=0)
-    if done - known:
+    version = int(row[0])
+    if version > latest:
         return False, (f"{path} is at schema {version}, newer than this picobridge ({latest}); "
                        "upgrade picobridge")
     if not os.access(path, os.W_OK):
-        return False, f"{path} is not writable"
-    pending = len(known - done)
+        return False, f"{path} is not writable{_read_only(path)}"
+    pending = latest - version
     return True, f"{path} schema {version}" + (f", {pending} migration(s) to apply on start"
                                                 if pending else "")
+
+
+def _read_only(path: Path) -> str:
+    return f"; {statedir.READ_ONLY}" if statedir.read_only(path) else ""
 
 
 def _workdir_problem(settings: Settings, agent: AgentSettings,
@@ -99,6 +115,23 @@ def _workdir_problem(settings: Settings, agent: AgentSettings,
         return (f"cannot create its working directory {where}: {exc.strerror or exc}; "
                 f"{statedir.fix(Path(where), argv)}")
     return None
+
+
+def _listener(settings: Settings) -> tuple[bool, str]:
+    """Bind http.listen and let go: what `run` will need. In use by the daemon of this
+    state_dir is as it should be."""
+    address = settings.http.listen
+    assert address is not None
+    try:
+        listen.probe(address)
+    except OSError as exc:
+        running = holder(settings.state_dir) if exc.errno == errno.EADDRINUSE else None
+        if running is not None:
+            pid = f" (pid {running})" if running else ""
+            return True, (f"{address} is in use, and a picobridge{pid} runs on this "
+                          "state_dir: presumably it is serving it")
+        return False, listen.why_not(address, exc)
+    return True, f"{address} can be had"
 
 
 async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
@@ -160,6 +193,8 @@ async def run_check(invocation: Invocation) -> int:
     report.line("config", True, str(path or "defaults and environment"))
     ok, text = _database(settings, invocation.argv)
     report.line("database", ok, text)
+    if settings.http.listen is not None:
+        report.line("http", *_listener(settings))
     _routes(report, settings)
     await _agents(report, settings, invocation.argv)
 
@@ -175,7 +210,6 @@ async def run_check(invocation: Invocation) -> int:
         except Exception as exc:  # any failure here is a finding, not a crash
             report.line(name, False, f"{exc.__class__.__name__}: {exc}")
     if not enabled:
-        hint = " or ".join(p.enable_hint for p in settings.platforms.values())
-        report.line("platforms", False, f"none enabled: set {hint}")
+        report.line("platforms", False, no_platform(settings), config=True)
     sys.stdout.flush()
-    return exit_codes.FAILURE if report.failed else exit_codes.OK
+    return report.exit_code()

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from picobridge import exit_codes
 from picobridge.adapters.registry import allow_lists
 from picobridge.agent.agents import AgentSet, worker_name
+from picobridge.agent.filestore import OutboundFiles
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
@@ -28,8 +30,11 @@ from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.core.routes import Route, Routing
+from picobridge.ops import listen
+from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
 from picobridge.ops.http_server import HttpServer
+from picobridge.ops.listener_guard import ListenerLimits
 from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
@@ -65,21 +70,24 @@ class Daemon:
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
                on_assign: Callable[[str, str], None] | None = None,
-               agent_name: str = DEFAULT_AGENT) -> WorkerPool:
+               agent_name: str = DEFAULT_AGENT,
+               files: OutboundFiles | None = None) -> WorkerPool:
     """The worker pool of one named agent (workers named by agent: `w1`, `coder/w1`)."""
     agent = settings.named_agents()[agent_name]
     where = "agent" if agent_name == DEFAULT_AGENT else f"agents.{agent_name}"
     driver = driver_class(agent.protocol)
+    files = files if files is not None else outbound_files(settings)
     if agent.workers:
         workers = [AgentWorker(worker_name(agent_name, w.name or f"w{i}"), w.command, agent,
-                               driver, settings.state_dir, agent=agent_name,
+                               driver, settings.state_dir, agent=agent_name, files=files,
                                origin=f"{where}.workers[{i - 1}].command")
                    for i, w in enumerate(agent.workers, 1)]
         weights = {worker.name: w.weight for worker, w in zip(workers, agent.workers,
                                                               strict=True)}
     else:
         workers = [AgentWorker(worker_name(agent_name, f"w{i}"), agent.command, agent, driver,
-                               settings.state_dir, agent=agent_name, origin=f"{where}.command")
+                               settings.state_dir, agent=agent_name, origin=f"{where}.command",
+                               files=files)
                    for i in range(1, agent.pool_size + 1)]
         weights = {}
     per_worker = min(agent.max_in_flight, driver.max_turns or agent.max_in_flight)
@@ -92,7 +100,8 @@ def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
 
 def build_agents(settings: Settings, assigned: Mapping[str, str] | None = None,
                  on_assign: Callable[[str, str], None] | None = None) -> AgentSet:
-    return AgentSet({name: build_pool(settings, assigned, on_assign, name)
+    files = outbound_files(settings)
+    return AgentSet({name: build_pool(settings, assigned, on_assign, name, files)
                      for name in settings.named_agents()})
 
 
@@ -142,7 +151,9 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     max_attempts=settings.bridge.max_attempts,
                     coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs,
                     turn_timeouts={name: a.turn_timeout for name, a in agents.items()})
-    http = HttpServer(settings.http.listen) if settings.http.listen else None
+    http = HttpServer(settings.http.listen, ListenerLimits(
+        settings.http.max_connections, settings.http.header_timeout,
+        settings.http.body_timeout)) if settings.http.listen else None
     commands = Commands(store, router, pool)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
                     pool, http.app if http else None,
@@ -151,6 +162,18 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     routing=build_routing(settings, await store.chosen_agents()))
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http)
+
+
+def outbound_files(settings: Settings) -> OutboundFiles:
+    """Where the files agents send may come from, and where their copies are kept."""
+    dirs = settings.attachments.outbound_dirs
+    if dirs is None:
+        outbox = settings.state_dir / "outbox"
+        outbox.mkdir(parents=True, exist_ok=True)  # a folder agents may drop files into
+        dirs = [*(a.workdir_in(settings.state_dir) for a in settings.named_agents().values()),
+                outbox]
+    return OutboundFiles(settings.media_dir / "outbound", dirs,
+                         settings.attachments.outbound_max_bytes)
 
 
 def sources(daemon: Daemon) -> Sources:
@@ -174,21 +197,37 @@ def sources(daemon: Daemon) -> Sources:
 
 
 async def start(daemon: Daemon) -> None:
-    # Outbox first: what the last run left undelivered goes out before anything the router
-    # stores while it loads (a give-up notice), and is not read back a second time.
-    await daemon.outbox.start()
-    await daemon.router.start()
-    daemon.pool.start(daemon.router)
-    for adapter in daemon.adapters.values():
-        await adapter.start(daemon.intake)
-        log.info("platform %s started", adapter.platform)
-    if daemon.http is not None:
-        try:
-            await daemon.http.start()
-        except OSError as exc:  # the port is taken, the host is not ours or not a host
-            reason = exc.strerror or str(exc)
-            raise StartupError(f"http.listen {daemon.settings.http.listen}: {reason}",
-                               exit_codes.CONFIG) from None
+    # The port first: a port that cannot be had is found before platforms connect and the
+    # agent starts, and it is served once the adapters have added their routes.
+    sock = await _bind_listener(daemon.settings) if daemon.http is not None else None
+    try:
+        # Outbox first: what the last run left undelivered goes out before anything the
+        # router stores while it loads (a give-up notice), and is not read back a second time.
+        await daemon.outbox.start()
+        await daemon.router.start()
+        daemon.pool.start(daemon.router)
+        for adapter in daemon.adapters.values():
+            await adapter.start(daemon.intake)
+            log.info("platform %s started", adapter.platform)
+        if daemon.http is not None:
+            await daemon.http.start(sock)
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
+
+
+async def _bind_listener(settings: Settings) -> socket.socket:
+    """http.listen's socket; a port still in use after http.listen_retry seconds exits with
+    a code systemd restarts on, anything else with the configuration's."""
+    http = settings.http
+    assert http.listen is not None
+    try:
+        return await listen.bind_retrying(http.listen, http.listen_retry)
+    except listen.PortInUse as exc:
+        raise StartupError(str(exc), exit_codes.BUSY) from None
+    except OSError as exc:  # the host is not ours or not a host, a port we may not have
+        raise StartupError(listen.why_not(http.listen, exc), exit_codes.CONFIG) from None
 
 
 async def stop(daemon: Daemon) -> None:
@@ -259,6 +298,7 @@ async def run(
     finished: Callable[[Daemon], Coroutine[Any, Any, None]] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
+    raise_fd_limit()
     daemon = await assemble(settings, store, adapters)
     ops = Operations(sources(daemon), Notifier(os.environ), Metrics(daemon.adapters))
     if daemon.http is not None:

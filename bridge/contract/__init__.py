@@ -26,6 +26,9 @@ from picobridge.contract.errors import (
     DeliveryError,
     StorageUnavailable,
 )
+from picobridge.contract.filenames import (
+    safe_name,
+)
 from picobridge.contract.link import (
     BridgeLink,
 )
@@ -33,6 +36,7 @@ from picobridge.contract.messages import (
     Attachment,
     ChatRef,
     InboundMessage,
+    OutboundFile,
     Outcome,
     OutgoingReply,
     ProgressEvent,
@@ -51,11 +55,24 @@ from picobridge.contract.names import (
 from picobridge.contract.platform import (
     Platform,
 )
+from picobridge.contract.sniff import (
+    AGENT_IMAGE_TYPES,
+    HEAD_BYTES,
+    OGG_OPUS,
+    agent_image_type,
+    file_type,
+    ogg_opus,
+    sniff_file,
+    sniff_mime,
+)
 
 __all__ = [
+    "AGENT_IMAGE_TYPES",
     "BRIDGE_COMMANDS",
     "DEFAULT_AGENT",
     "DEFAULT_BOT",
+    "HEAD_BYTES",
+    "OGG_OPUS",
     "Adapter",
     "Attachment",
     "BridgeCommand",
@@ -68,6 +85,7 @@ __all__ = [
     "DialogEnd",
     "DialogKind",
     "InboundMessage",
+    "OutboundFile",
     "Outcome",
     "OutgoingReply",
     "Platform",
@@ -76,9 +94,15 @@ __all__ = [
     "ReplyKind",
     "StorageUnavailable",
     "SubmitResult",
+    "agent_image_type",
     "bot_platform",
+    "file_type",
     "listed_commands",
+    "ogg_opus",
+    "safe_name",
     "scrub_surrogates",
+    "sniff_file",
+    "sniff_mime",
     "split_platform",
     "valid_name",
 ]

@@ -25,6 +25,7 @@ from picobridge.contract import (
     DialogClosed,
     DialogEnd,
     DialogKind,
+    OutgoingReply,
     ReplyKind,
 )
 from picobridge.core.outbox import Outbox
@@ -81,8 +82,8 @@ class Dialogs:
         entry.expiry = asyncio.create_task(self._expire(dialog.id, limit),
                                            name=f"dialog-{dialog.id}")
         stored = await self._store.add_reply(
-            turn.chat, ReplyKind.QUESTION, question_text(dialog),
-            session_id=turn.session, reply_to=turn.messages[-1].reply_to)
+            turn.chat, OutgoingReply(question_text(dialog), ReplyKind.QUESTION,
+                                     turn.messages[-1].reply_to), session_id=turn.session)
         self._outbox.deliver(stored, dialog=dialog)
         log.info("agent asks chat=%s: %s dialog %s", turn.chat.key, dialog.kind.value,
                  dialog.id)

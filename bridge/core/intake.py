@@ -19,6 +19,7 @@ from picobridge.contract import (
     ChatRef,
     DialogAnswer,
     InboundMessage,
+    OutgoingReply,
     ReplyKind,
     SubmitResult,
 )
@@ -86,9 +87,9 @@ class Intake:
             log.info("message from unknown user refused platform=%s user=%s chat=%s", platform,
                      message.sender_id, chat.key)
             if await self._access.should_tell(platform, message.sender_id):
-                self._outbox.deliver(await self._store.add_reply(
-                    chat, ReplyKind.NOTICE, denial_text(platform, message.sender_id),
-                    reply_to=message.reply_to, private_to=message.sender_id))
+                self._outbox.deliver(await self._store.add_reply(chat, OutgoingReply(
+                    denial_text(platform, message.sender_id), ReplyKind.NOTICE,
+                    message.reply_to, private_to=message.sender_id)))
             return SubmitResult.DENIED
         agent = self._routing.agent_for(chat, message.sender_id, message.chat_kind)
         command = parse_command(message.text) if not message.attachments else None
@@ -128,7 +129,7 @@ class Intake:
                     time.monotonic() - since, chat.key)
         try:
             self._outbox.deliver(await self._store.add_reply(
-                chat, ReplyKind.NOTICE, AGENT_DOWN_TEXT, reply_to=message.reply_to))
+                chat, OutgoingReply(AGENT_DOWN_TEXT, ReplyKind.NOTICE, message.reply_to)))
         except Exception:
             # The message itself is stored: the platform must hear that it arrived.
             log.exception("could not store the agent-down notice chat=%s", chat.key)

@@ -29,6 +29,7 @@ from picobridge.contract import (
     ChatRef,
     DialogAnswer,
     Outcome,
+    OutgoingReply,
     ProgressEvent,
     ProgressKind,
     ReplyKind,
@@ -202,7 +203,7 @@ class Router:
         await self._recorded()
         for turn, outcome in lost:
             if outcome is Outcome.DONE:
-                self._answers.settle(turn, ReplyKind.ANSWER, STOPPED, self._after_turn)
+                self._answers.settle(turn, OutgoingReply(STOPPED), self._after_turn)
             elif outcome is Outcome.FAILED:
                 self._answers.give_up(turn.messages, reason)
             else:
@@ -229,9 +230,9 @@ class Router:
         if turn is not None:
             self._end_turn(turn, Outcome.DONE)
             await self._progress.clear(turn.chat, Outcome.DONE)
-            self._answers.settle(turn, ReplyKind.ANSWER, event.text, self._after_turn)
+            self._answers.settle(turn, event.reply, self._after_turn)
             return
-        await self._answers.unsolicited(event.session, event.text)
+        await self._answers.unsolicited(event.session, event.reply)
 
     async def _ask(self, worker: Worker, turn: Turn | None, request: DialogRequest) -> None:
         if turn is None:
@@ -253,9 +254,9 @@ class Router:
                     event.message, event.code)
         self._end_turn(turn, Outcome.FAILED)
         await self._progress.clear(turn.chat, Outcome.FAILED)
-        self._answers.settle(turn, ReplyKind.ERROR,
-                             f"⚠️ The agent could not answer this: {event.message}",
-                             self._after_turn, status="failed", error=event.message)
+        self._answers.settle(turn, OutgoingReply(
+            f"⚠️ The agent could not answer this: {event.message}", ReplyKind.ERROR),
+            self._after_turn, status="failed", error=event.message)
 
     # -- internals -------------------------------------------------------------------------
 

@@ -22,9 +22,9 @@ from picobridge.store.batching import Coalescer
 from picobridge.store.schema import (
     SchemaError,
     applied_version,
-    applied_versions,
-    available_migrations,
+    latest_version,
     migrate,
+    missing_migrations,
 )
 
 Item = TypeVar("Item")
@@ -87,12 +87,12 @@ class Database:
             if migrate_schema:
                 await migrate(db)
             else:
-                done = await applied_versions(db)
-                known = {m.version for m in available_migrations()}
-                if done != known:
+                version = await applied_version(db)
+                latest = latest_version()
+                if version != latest or await missing_migrations(db):
                     raise SchemaError(
-                        f"database schema is at version {max(done, default=0)}, this "
-                        f"picobridge needs {max(known, default=0)}; run `picobridge migrate`"
+                        f"database schema is at version {version}, this picobridge needs "
+                        f"{latest}; run `picobridge migrate`"
                     )
         except (SchemaError, StoreError):
             await db.close()

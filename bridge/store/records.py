@@ -9,6 +9,7 @@ from picobridge.contract import (
     Attachment,
     ChatRef,
     InboundMessage,
+    OutgoingReply,
     ReplyKind,
     scrub_surrogates,
 )
@@ -36,14 +37,24 @@ class StoredMessage:
 
 @dataclass(frozen=True, slots=True)
 class StoredReply:
-    id: int
+    """A reply in the outbox: the reply itself (its `outbox_id` set) and where it goes."""
+
     chat: ChatRef
-    kind: ReplyKind
-    text: str
-    reply_to: str | None
-    private_to: str | None
-    answers: tuple[str, ...]
-    attempts: int
+    reply: OutgoingReply
+    attempts: int = 0
+
+    @property
+    def id(self) -> int:
+        assert self.reply.outbox_id is not None
+        return self.reply.outbox_id
+
+    @property
+    def kind(self) -> ReplyKind:
+        return self.reply.kind
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,9 @@ versions recorded in the database.
 A migration is a file `NNNN_name.sql` or `NNNN_name.py` in the migrations source: by default
 the package picobridge.migrations (the folder migrations/, shipped in the wheel), or any
 folder handed to `available_migrations` / `migrate` (tests use temporary ones). The numbers of
-both kinds together are distinct. Numbers are handed out to changes built side by side, which
-may land in any order: a gap is allowed, and every migration a database has not recorded runs,
-in number order, also one numbered below the newest it has (it landed later).
+both kinds together are unique and ascending; they may leave gaps (numbers are handed out to
+changes made side by side, which land in any order), and a database gets every migration it
+has not had yet, in ascending order, also one numbered below a version it already has.
 
 An SQL migration runs statement by statement. A Python migration is for a data step SQL cannot
 express; it defines
@@ -86,9 +86,15 @@ def available_migrations(source: Traversable | None = None) -> list[Migration]:
             found.append(Migration(int(match[1]), match[2], entry))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
-    if len(set(versions)) != len(versions) or (versions and versions[0] < 1):
-        raise SchemaError(f"migrations must have distinct numbers from 1: {versions}")
+    if len(set(versions)) != len(versions) or (versions and versions[0] != 1):
+        raise SchemaError(f"migrations must be numbered from 1, each number once: {versions}")
     return found
+
+
+def latest_version(migrations: list[Migration] | None = None) -> int:
+    """The schema version this picobridge brings a database to (its highest migration)."""
+    found = available_migrations() if migrations is None else migrations
+    return found[-1].version if found else 0
 
 
 async def applied_versions(db: aiosqlite.Connection) -> set[int]:
@@ -101,7 +107,16 @@ async def applied_versions(db: aiosqlite.Connection) -> set[int]:
 
 
 async def applied_version(db: aiosqlite.Connection) -> int:
+    """The database's schema version: the highest migration it has had."""
     return max(await applied_versions(db), default=0)
+
+
+async def missing_migrations(db: aiosqlite.Connection,
+                             migrations: list[Migration] | None = None) -> list[Migration]:
+    """The migrations the database has not had yet, in the order they are applied."""
+    found = available_migrations() if migrations is None else migrations
+    applied = await applied_versions(db)
+    return [m for m in found if m.version not in applied]
 
 
 async def migrate(db: aiosqlite.Connection, source: Traversable | None = None) -> list[Migration]:
@@ -111,17 +126,15 @@ async def migrate(db: aiosqlite.Connection, source: Traversable | None = None) -
     state the newer code depends on.
     """
     migrations = available_migrations(source)
-    done = await applied_versions(db)
-    unknown = done - {m.version for m in migrations}
-    if unknown:
-        latest = migrations[-1].version if migrations else 0
+    current = await applied_version(db)
+    latest = latest_version(migrations)
+    if current > latest:
         raise SchemaError(
-            f"the database is at schema version {max(done)}, newer than this picobridge "
-            f"knows ({latest}; it lacks migration {', '.join(str(v) for v in sorted(unknown))})"
-            "; upgrade picobridge or restore a matching backup"
+            f"the database is at schema version {current}, newer than this picobridge "
+            f"knows ({latest}); upgrade picobridge or restore a matching backup"
         )
     applied = []
-    for migration in [m for m in migrations if m.version not in done]:
+    for migration in await missing_migrations(db, migrations):
         await _apply(db, migration)
         applied.append(migration)
     return applied

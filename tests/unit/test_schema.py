@@ -130,37 +130,28 @@ async def test_a_python_migration_does_not_inherit_the_runners_future_imports(
     assert ("NoneType",) in await rows(db, "SELECT name FROM people")
 
 
-def test_duplicates_are_refused(tmp_path: Path) -> None:
-    for name in ["0001_a.sql", "0002_b.sql", "0002_b.py"]:  # one number twice, across kinds
+@pytest.mark.parametrize("names", [
+    ["0002_b.sql", "0003_c.sql"],                # not starting at 1
+    ["0001_a.sql", "0002_b.sql", "0002_b.py"],   # one number twice, across the kinds
+])
+def test_duplicates_and_a_missing_first_are_refused(tmp_path: Path, names: list[str]) -> None:
+    for name in names:
         write(tmp_path, name, "")
-    with pytest.raises(SchemaError, match="distinct numbers"):
+    with pytest.raises(SchemaError, match="each number once"):
         available_migrations(tmp_path)
 
 
-async def test_a_migration_landing_below_the_newest_applied_still_runs(
-    tmp_path: Path, db: aiosqlite.Connection,
-) -> None:
-    # Numbers are handed out to changes built side by side: 0003 may land after 0004 ran.
-    write(tmp_path, "0001_a.sql", "CREATE TABLE a (x INTEGER);")
-    write(tmp_path, "0004_d.sql", "CREATE TABLE d (x INTEGER);")
-    assert [m.version for m in await migrate(db, tmp_path)] == [1, 4]
-    write(tmp_path, "0003_c.sql", "CREATE TABLE c (x INTEGER);")
-    assert [m.version for m in await migrate(db, tmp_path)] == [3]
-    assert await rows(db, "SELECT version FROM schema_migrations ORDER BY version") == [
-        (1,), (3,), (4,)]
+async def test_a_migration_numbered_into_a_gap_later_is_still_applied(
+        tmp_path: Path, db: aiosqlite.Connection) -> None:
+    # Numbers are handed out to changes made side by side; they land in any order.
+    write(tmp_path, "0001_a.sql", "CREATE TABLE a (x);")
+    write(tmp_path, "0003_c.sql", "CREATE TABLE c (x);")
+    assert [m.version for m in await migrate(db, tmp_path)] == [1, 3]
+    write(tmp_path, "0002_b.sql", "CREATE TABLE b (x);")
+    assert [m.version for m in await migrate(db, tmp_path)] == [2]
     assert await migrate(db, tmp_path) == []
-
-
-async def test_a_database_with_a_migration_this_code_lacks_is_refused(
-    tmp_path: Path, db: aiosqlite.Connection,
-) -> None:
-    write(tmp_path, "0001_a.sql", "CREATE TABLE a (x INTEGER);")
-    write(tmp_path, "0002_b.sql", "CREATE TABLE b (x INTEGER);")
-    await migrate(db, tmp_path)
-    (tmp_path / "0002_b.sql").unlink()
-    write(tmp_path, "0003_c.sql", "CREATE TABLE c (x INTEGER);")
-    with pytest.raises(SchemaError, match="lacks migration 2"):
-        await migrate(db, tmp_path)
+    assert {r[0] for r in await rows(db, "SELECT name FROM sqlite_master WHERE type = 'table'")
+            } >= {"a", "b", "c"}
 
 
 def test_other_files_in_the_folder_are_not_migrations(source: Path) -> None:
@@ -173,4 +164,5 @@ def test_other_files_in_the_folder_are_not_migrations(source: Path) -> None:
 def test_the_shipped_migrations_are_the_default_source() -> None:
     shipped = available_migrations()
     assert [(m.version, m.name) for m in shipped][:2] == [(1, "init"), (2, "outbox_settles")]
-    assert [m.version for m in shipped] == sorted({m.version for m in shipped})
+    versions = [m.version for m in shipped]
+    assert versions == sorted(set(versions)) and versions[0] == 1
