@@ -8,15 +8,15 @@ and errors never echo values, because values may be tokens.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
-from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -25,6 +25,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from picobridge.config.agents import check_agents, named_agents
+from picobridge.config.credentials import ConfigError, CredentialsSource, credential_files
 from picobridge.config.sections import (
     AgentSettings,
     AttachmentSettings,
@@ -37,13 +39,11 @@ from picobridge.config.sections import (
 if TYPE_CHECKING:
     from picobridge.contract import Platform
 
+__all__ = ["ConfigError", "Settings", "credential_files", "load_settings"]
+
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
 ENV_PREFIX = "PICOBRIDGE_"
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased for the operator, never containing a secret value."""
 
 
 class CoreSettings(BaseSettings):
@@ -99,35 +99,12 @@ class CoreSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _agents_named(self) -> CoreSettings:
-        from picobridge.contract import DEFAULT_AGENT, valid_name
-
-        for name in self.agents:
-            if name == DEFAULT_AGENT:
-                raise ValueError(f"agents.{name}: the agent '{name}' is [agent]; name this one "
-                                 "otherwise or put it in [agent]")
-            if not valid_name(name):
-                raise ValueError(f"agents.{name}: an agent name is 1 to 40 of A-Z a-z 0-9 _ -")
-        known = self.named_agents()
-        wanted = [("bridge.default_agent", self.bridge.default_agent)]
-        for i, route in enumerate(self.routes):
-            wanted.append((f"routes[{i}].agent", route.agent))
-            wanted.extend((f"routes[{i}].switchable", name) for name in route.switchable)
-        for where, name in wanted:
-            if name not in known:
-                raise ValueError(f"{where}: no agent named '{name}' (defined: "
-                                 f"{', '.join(sorted(known))})")
+        check_agents(self)
         return self
 
     def named_agents(self) -> dict[str, AgentSettings]:
-        """Every agent by name. `[agent]` is the agent "default", defined when the config
-        has that section, or has no `[agents.NAME]` (as before there were several)."""
-        from picobridge.contract import DEFAULT_AGENT
-
-        agents = dict(self.agents)
-        if "agent" in self.model_fields_set or not agents:
-            agents = {DEFAULT_AGENT: self.agent, **agents}
-        return agents
-
+        """Every agent by name (config/agents.py)."""
+        return named_agents(self)
 
     @model_validator(mode="after")
     def _platform_shapes(self) -> CoreSettings:
@@ -171,40 +148,6 @@ class CoreSettings(BaseSettings):
 if TYPE_CHECKING:
     # For type checkers the core model; at run time, the model with the platforms' sections.
     Settings = CoreSettings
-
-
-def credential_files(platforms: Mapping[str, Platform]) -> dict[str, tuple[str, str]]:
-    """systemd credential file name -> (section, key), e.g. `LoadCredential=telegram_token:..`."""
-    return {filename: (name, key) for name, platform in platforms.items()
-            for filename, key in platform.credentials.items()}
-
-
-class CredentialsSource(PydanticBaseSettingsSource):
-    """Secrets from systemd's LoadCredential= files, so tokens need not sit in the config."""
-
-    def __init__(self, settings_cls: type[BaseSettings],
-                 files: Mapping[str, tuple[str, str]]) -> None:
-        super().__init__(settings_cls)
-        self._files = files
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        directory = os.environ.get("CREDENTIALS_DIRECTORY")
-        if not directory:
-            return {}
-        found: dict[str, dict[str, str]] = {}
-        for filename, (section, key) in self._files.items():
-            path = Path(directory) / filename
-            try:
-                if path.is_file():
-                    found.setdefault(section, {})[key] = path.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-                raise ConfigError(f"cannot read credential {filename} in $CREDENTIALS_DIRECTORY: "
-                                  f"{reason}") from None
-        return found
 
 
 _models: dict[tuple[tuple[str, str], ...], type[CoreSettings]] = {}
@@ -320,13 +263,65 @@ def _unknown_env(environ: Mapping[str, str], model: type[BaseModel]) -> list[str
     return problems
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
     where = ".".join(str(p) for p in error["loc"]) or "config"
     if error["type"] == "extra_forbidden":
         return f"unknown key '{where}'"
     # `msg` carries no input value; pydantic's str(ValidationError) would, and it may be a token.
     message = str(error["msg"]).removeprefix("Value error, ")
+    source = _env_source(error["loc"], environ or {})
+    where = f"{where} ({source})" if source else where
     return f"{where}: {message}" if where != "config" else message
+
+
+def _env_source(loc: Sequence[Any], environ: Mapping[str, str]) -> str | None:
+    """The PICOBRIDGE_* variable that set the value at `loc`, if one did."""
+    upper = {name.upper(): name for name in environ}
+    for depth in range(len(loc), 0, -1):
+        name = ENV_PREFIX + "__".join(str(part).upper() for part in loc[:depth])
+        if name in upper:
+            return upper[name]
+    return None
+
+
+def _complex(annotation: Any) -> bool:
+    """Whether pydantic-settings reads this field's variable as JSON."""
+    for arg in (annotation, *get_args(annotation)):
+        if get_origin(arg) in (list, dict, tuple, set, frozenset) or arg in (
+                list, dict, tuple, set, frozenset) or (
+                isinstance(arg, type) and issubclass(arg, BaseModel)):
+            return True
+    return False
+
+
+def _env_field(model: type[BaseModel], name: str) -> Any:
+    """The annotation of the field a PICOBRIDGE_* variable sets, or None."""
+    parts = name.upper().removeprefix(ENV_PREFIX).split("__")
+    annotation: Any = model
+    for part in parts:
+        fields = annotation.model_fields if isinstance(annotation, type) and issubclass(
+            annotation, BaseModel) else {}
+        match = next((f for k, f in fields.items() if k.upper() == part), None)
+        if match is None:
+            return None
+        annotation = match.annotation
+    return annotation
+
+
+def _not_json(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
+    """The variables holding a list or table that is not valid JSON."""
+    bad = []
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX) or name.upper() in _NOT_SETTINGS:
+            continue
+        annotation = _env_field(model, name)
+        if annotation is None or not _complex(annotation):
+            continue
+        try:
+            json.loads(environ[name])
+        except ValueError:
+            bad.append(name)
+    return bad
 
 
 def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
@@ -364,14 +359,19 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
     try:
         return _FromFile()
     except SettingsError as exc:
-        # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the section,
+        # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the variable,
         # never the value (it may be a token).
-        field = re.search(r'field "(\w+)"', str(exc))
-        which = f"{ENV_PREFIX}{field.group(1).upper()}__*" if field else f"{ENV_PREFIX}*"
-        raise ConfigError(f"invalid configuration: a {which} variable is not valid JSON (lists "
-                          f"and tables are JSON, e.g. {ENV_PREFIX}AGENT__COMMAND="
+        bad = _not_json(environ, model)
+        if bad:
+            which = ", ".join(bad) + (" is" if len(bad) == 1 else " are")
+        else:
+            field = re.search(r'field "(\w+)"', str(exc))
+            which = (f"a {ENV_PREFIX}{field.group(1).upper()}__* variable is" if field
+                     else f"a {ENV_PREFIX}* variable is")
+        raise ConfigError(f"invalid configuration: {which} not valid JSON (lists and tables "
+                          f"are JSON, e.g. {ENV_PREFIX}AGENT__COMMAND="
                           "'[\"picobot\",\"agent\",\"--json\"]')") from None
     except ValidationError as exc:
-        details = "; ".join(_describe(e) for e in exc.errors())
+        details = "; ".join(_describe(e, environ) for e in exc.errors())
         raise ConfigError(f"invalid configuration{where} (or PICOBRIDGE_* environment): "
                           f"{details}") from None

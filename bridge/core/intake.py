@@ -56,6 +56,8 @@ class Intake:
         self._routing = routing if routing is not None else Routing([], DEFAULT_AGENT)
         self._outage: dict[str, float] = {}  # per agent, since when it is down
         self._told: set[str] = set()
+        # Agents whose outage passed tell_after, and the chats then waiting for them were told.
+        self._swept: set[str] = set()
         self._store = store
         self._router = router
         self._outbox = outbox
@@ -110,17 +112,46 @@ class Intake:
         return SubmitResult.ACCEPTED
 
     async def _tell_if_agent_down(self, message: InboundMessage, agent: str) -> None:
+        since = self._outage_now(agent)
+        if since is not None:
+            await self._tell(message.chat, message.reply_to, since, agent)
+
+    def _outage_now(self, agent: str) -> float | None:
+        """When the agent's current outage began, once it is past its `tell_after`; else
+        None."""
         since = self._agents.down_since(agent)
         after = self._tell_after if isinstance(self._tell_after, float | int) \
             else self._tell_after.get(agent, float("inf"))
         if since is None or time.monotonic() - since < after:
-            return
+            return None
         if since != self._outage.get(agent):  # a new outage of this agent: tell them again
             self._outage[agent] = since
             self._told = {key for key in self._told if not key.startswith(f"{agent} ")}
+            self._swept.discard(agent)
         if len(self._told) >= MAX_TOLD:
             self._told.clear()
-        chat = message.chat
+        return since
+
+    async def watch_outages(self, every: float = 1.0) -> None:
+        """Once an agent's outage passes its `tell_after`, every chat with a message already
+        waiting for it is told too (once), not only those that write during it."""
+        while True:
+            await asyncio.sleep(every)
+            down = {}
+            for agent in sorted({w.agent for w in self._agents.infos()}):
+                since = self._outage_now(agent)
+                if since is not None and agent not in self._swept:
+                    down[agent] = since
+            if not down:
+                continue
+            for waiting in await self._store.waiting_chats():
+                if waiting.agent in down:
+                    await self._tell(waiting.chat, waiting.reply_to, down[waiting.agent],
+                                     waiting.agent)
+            self._swept.update(down)
+
+    async def _tell(self, chat: ChatRef, reply_to: str | None, since: float,
+                    agent: str) -> None:
         told = f"{agent} {chat.key}"
         if told in self._told:
             return
@@ -129,7 +160,7 @@ class Intake:
                     time.monotonic() - since, chat.key)
         try:
             self._outbox.deliver(await self._store.add_reply(
-                chat, OutgoingReply(AGENT_DOWN_TEXT, ReplyKind.NOTICE, message.reply_to)))
+                chat, OutgoingReply(AGENT_DOWN_TEXT, ReplyKind.NOTICE, reply_to)))
         except Exception:
             # The message itself is stored: the platform must hear that it arrived.
             log.exception("could not store the agent-down notice chat=%s", chat.key)

@@ -40,7 +40,7 @@ from picobridge.core.lanes import Lanes
 from picobridge.core.outbox import Outbox
 from picobridge.core.progress import ProgressRelay
 from picobridge.core.stats import ChatStatus, Histogram, RouterStats, bump
-from picobridge.core.turns import Turn, with_attempt
+from picobridge.core.turns import Turn, overdue, with_attempt
 from picobridge.store import Store, StoredMessage
 from picobridge.supervision import TaskSupervisor, keep
 
@@ -125,12 +125,13 @@ class Router:
             self._wake.set()
 
     def replace_queued(self, msg: StoredMessage) -> None:
-        lane = self._lanes.get(msg.chat.key)
-        if lane is None:
-            return
-        for i, queued in enumerate(lane.queue):
-            if queued.id == msg.id:
-                lane.queue[i] = msg
+        self._lanes.replace(msg)
+
+    def queued_senders(self) -> set[tuple[str, str]]:
+        return self._lanes.senders()
+
+    def unqueue_senders(self, senders: set[tuple[str, str]]) -> list[StoredMessage]:
+        return self._lanes.remove_from(senders)
 
     async def drop_queued(self, chat: ChatRef) -> int:
         lane = self._lanes.get(chat.key)
@@ -391,10 +392,8 @@ class Router:
         period = min(1.0, self._turn_timeout / 4, *(t / 4 for t in self._turn_timeouts.values()))
         while True:
             await asyncio.sleep(period)
-            now = self._clock()
-            for turn in list(self._turns.values()):
-                limit = self._turn_timeouts.get(turn.messages[0].agent, self._turn_timeout)
-                if turn.sent and not turn.timed_out and now - turn.last_activity > limit:
-                    turn.timed_out = True
-                    turn.worker.cancel_turn(turn.session, f"turn timeout after {limit:g}s "
-                                                          f"(chat {turn.chat.key})")
+            for turn, limit in overdue(list(self._turns.values()), self._clock(),
+                                       self._turn_timeouts, self._turn_timeout):
+                turn.timed_out = True
+                turn.worker.cancel_turn(turn.session, f"turn timeout after {limit:g}s "
+                                                      f"(chat {turn.chat.key})")
