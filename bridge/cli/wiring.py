@@ -39,6 +39,7 @@ from picobridge.ops.listener_guard import ListenerLimits
 from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
+from picobridge.private import private_dir
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
 
@@ -171,7 +172,7 @@ def outbound_files(settings: Settings) -> OutboundFiles:
     dirs = settings.attachments.outbound_dirs
     if dirs is None:
         outbox = settings.state_dir / "outbox"
-        outbox.mkdir(parents=True, exist_ok=True)  # a folder agents may drop files into
+        private_dir(outbox)  # a folder agents may drop files into
         dirs = [*(a.workdir_in(settings.state_dir) for a in settings.named_agents().values()),
                 outbox]
     return OutboundFiles(settings.media_dir / "outbound", dirs,
