@@ -27,6 +27,7 @@ from picobridge.core.commands import Commands
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
+from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
 from picobridge.ops import listen
@@ -66,6 +67,7 @@ class Daemon:
     affinity: AffinityRecorder
     http: HttpServer | None = None
     revocations: Revocations | None = None
+    retries: Retries | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -138,7 +140,8 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
                     tasks=tasks, dialogs=dialogs)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
-                  http, Revocations(store, router, access, dialogs))
+                  http, Revocations(store, router, access, dialogs),
+                  Retries(store, router, outbox))
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -183,6 +186,8 @@ async def start(daemon: Daemon) -> None:
         daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
         if daemon.revocations is not None:
             daemon.tasks.start("access-revocations", daemon.revocations.watch)
+        if daemon.retries is not None:
+            daemon.tasks.start("operator-retries", daemon.retries.watch)
         for adapter in daemon.adapters.values():
             await adapter.start(daemon.intake)
             log.info("platform %s started", adapter.platform)
