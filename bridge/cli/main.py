@@ -131,6 +131,10 @@ def _dispatch(invocation: Invocation) -> int:
 
         handler = admin.sessions if command == "sessions" else admin.access
         return asyncio.run(handler(settings, args, invocation.argv))
+    if command == "failed":
+        from picobridge.cli.dead_letters import failed
+
+        return asyncio.run(failed(settings, args, invocation.argv))
     runner = {"run": _run, "chat": _chat, "migrate": _migrate}[command]
     return asyncio.run(runner(settings, invocation))
 

@@ -28,6 +28,7 @@ from picobridge.core.commands import Commands
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
+from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
 from picobridge.core.routes import Route, Routing
@@ -69,6 +70,7 @@ class Daemon:
     affinity: AffinityRecorder
     http: HttpServer | None = None
     revocations: Revocations | None = None
+    retries: Retries | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -164,7 +166,8 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     tasks=tasks, dialogs=dialogs,
                     routing=build_routing(settings, await store.chosen_agents()))
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
-                  http, Revocations(store, router, access, dialogs))
+                  http, Revocations(store, router, access, dialogs),
+                  Retries(store, router, outbox))
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -212,6 +215,8 @@ async def start(daemon: Daemon) -> None:
         daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
         if daemon.revocations is not None:
             daemon.tasks.start("access-revocations", daemon.revocations.watch)
+        if daemon.retries is not None:
+            daemon.tasks.start("operator-retries", daemon.retries.watch)
         for adapter in daemon.adapters.values():
             await adapter.start(daemon.intake)
             log.info("platform %s started", adapter.platform)

@@ -35,6 +35,8 @@ class StoreFigures(Protocol):
 
     async def oldest_open_age(self) -> float | None: ...
 
+    async def dead_letter_counts(self) -> dict[str, int]: ...
+
 
 @dataclass(frozen=True)
 class Sources:
@@ -68,6 +70,8 @@ async def snapshot(sources: Sources, metrics: Metrics) -> HealthSnapshot:
     router = sources.router()
     sync_metrics(sources, metrics, router)
     counts = await sources.store.counts()
+    dead = await sources.store.dead_letter_counts()
+    metrics.set_dead_letters(dead["message"], dead["reply"])
     now = time.monotonic()
     workers = tuple(_worker_health(w, router.busy.get(w.name, 0), now)
                     for w in sources.workers())
