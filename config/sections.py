@@ -96,6 +96,12 @@ class AttachmentSettings(Section):
     download_timeout: PositiveFloat = 60.0
 
 
+class StoreSettings(Section):
+    # Seconds a write waits for another process's lock on the database (a backup, a second
+    # tool) before the store counts as refusing writes and the outage handling takes over.
+    busy_timeout: PositiveFloat = 5.0
+
+
 class HttpSettings(Section):
     listen: str | None = None
 

@@ -31,6 +31,7 @@ from picobridge.config.sections import (
     BridgeSettings,
     HttpSettings,
     LogSettings,
+    StoreSettings,
 )
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class CoreSettings(BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 

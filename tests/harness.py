@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import re
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -22,6 +23,25 @@ import tomli_w
 
 FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_picobot.py"
 REPO = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file `path` (made if missing): for what the whole test run
+    makes once (an npm install, a wheel of this checkout) while several xdist workers, or test
+    runs, may ask for it at the same moment. Check for the thing again once inside."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+# Builds of this checkout (`pip wheel .`, `pip install .`) write into its build/ folder: one at
+# a time, or two workers' builds trip over each other's files.
+BUILD_LOCK = REPO / "build" / ".tests-build.lock"
 
 
 def agent_command(state: Path, *flags: str) -> list[str]:
@@ -43,6 +63,12 @@ def base_config(tmp: Path, *agent_flags: str, **agent: Any) -> dict[str, Any]:
         },
         "log": {"level": "DEBUG"},
     }
+
+
+# For the storage-outage tests: another process's write lock on the database counts as an
+# outage after half a second instead of the default 5 s (store.busy_timeout), so they wait for
+# the daemon's reaction, not for SQLite's timer.
+SHORT_BUSY_TIMEOUT: dict[str, Any] = {"store": {"busy_timeout": 0.5}}
 
 
 def write_config(tmp: Path, config: dict[str, Any], name: str = "config.toml") -> Path:
@@ -199,6 +225,14 @@ class Daemon:
                 await self.stop(timeout=20)
             except TimeoutError:
                 await self.kill()
+
+
+async def http_port(daemon: Daemon) -> int:
+    """The port of the daemon's HTTP listener, configured as `http.listen = "127.0.0.1:0"`."""
+    line = await daemon.wait_for_log(r"http listening on 127\.0\.0\.1:\d+")
+    match = re.search(r":(\d+)$", line)
+    assert match is not None
+    return int(match.group(1))
 
 
 class AgentJournal:

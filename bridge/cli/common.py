@@ -25,7 +25,8 @@ class CliError(Exception):
 
 async def open_store(settings: Settings, *, migrate: bool = True) -> Store:
     try:
-        return await Store.open(settings.db_path, migrate_schema=migrate)
+        return await Store.open(settings.db_path, migrate_schema=migrate,
+                                busy_timeout=settings.store.busy_timeout)
     except (StoreError, SchemaError) as exc:
         raise CliError(f"database error: {exc}", exit_codes.DATABASE) from None
 

@@ -14,18 +14,21 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.unprivileged import NOBODY, give_to_user, picobridge, shared_dir
+from tests.harness import BUILD_LOCK, exclusive
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.timeout(300)
+# One worker builds the wheel once for the module's tests.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """`pip wheel .` as an operator runs it: the wheel and everything pip printed."""
     out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir",
-                           str(out), str(REPO)], check=True, capture_output=True, text=True)
+    with exclusive(BUILD_LOCK):
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir",
+                               str(out), str(REPO)], check=True, capture_output=True, text=True)
     [built] = out.glob("picobridge-*.whl")
     return built, done.stdout + done.stderr
 

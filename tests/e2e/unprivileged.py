@@ -22,6 +22,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.harness import BUILD_LOCK, exclusive
+
 NOBODY = 65534
 REPO = Path(__file__).resolve().parents[2]
 
@@ -89,8 +91,9 @@ def dependencies_site() -> Path:
 def source_site() -> Path:
     """This checkout installed (not editable) where anyone may read."""
     site = shared_dir("pb-src-") / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--target", str(site), str(REPO)], check=True, capture_output=True)
+    with exclusive(BUILD_LOCK):
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                        "--target", str(site), str(REPO)], check=True, capture_output=True)
     return site
 
 
