@@ -39,6 +39,13 @@ def exclusive(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def needs_root(why: str) -> None:
+    """Fail, saying so, where a test cannot work without root (mounts, a second user)."""
+    if os.geteuid() != 0:
+        raise AssertionError(f"this test needs root ({why}): run the suite as root, e.g. "
+                             "`sudo scripts/test` (CI does)")
+
+
 # Builds of this checkout (`pip wheel .`, `pip install .`) write into its build/ folder: one at
 # a time, or two workers' builds trip over each other's files.
 BUILD_LOCK = REPO / "build" / ".tests-build.lock"

@@ -25,7 +25,7 @@ SECRET_WORDS = "my bank pin is 4711"
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     assert found, ("headless Chromium is needed: apt-get install -y --no-install-recommends "
-                   "chromium (.ci/run does this)")
+                   "chromium (scripts/test does this when run as root)")
     return found
 
 
