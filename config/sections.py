@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -104,6 +105,9 @@ class StoreSettings(Section):
 
 class HttpSettings(Section):
     listen: str | None = None
+    # Seconds `run` tries again for a port another process holds (the previous instance during
+    # a deploy, say) before it exits with a code systemd restarts on.
+    listen_retry: NonNegativeFloat = 30.0
 
     @field_validator("listen")
     @classmethod

@@ -44,8 +44,15 @@ from picobridge.contract.messages import (
 from picobridge.contract.platform import (
     Platform,
 )
+from picobridge.contract.sniff import (
+    AGENT_IMAGE_TYPES,
+    agent_image_type,
+    sniff_file,
+    sniff_mime,
+)
 
 __all__ = [
+    "AGENT_IMAGE_TYPES",
     "BRIDGE_COMMANDS",
     "Adapter",
     "Attachment",
@@ -67,6 +74,9 @@ __all__ = [
     "ReplyKind",
     "StorageUnavailable",
     "SubmitResult",
+    "agent_image_type",
     "listed_commands",
     "scrub_surrogates",
+    "sniff_file",
+    "sniff_mime",
 ]

@@ -4,6 +4,7 @@ webhook endpoints of adapters that use them (Slack HTTP mode, Telegram webhook m
 from __future__ import annotations
 
 import logging
+import socket
 
 from aiohttp import web
 
@@ -18,10 +19,12 @@ class HttpServer:
         self.app = web.Application(client_max_size=8 * 1024 * 1024)
         self._runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Serve on `sock` when given (bound beforehand: ops/listen.py), else bind here."""
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site: web.BaseSite = (web.SockSite(self._runner, sock) if sock is not None
+                              else web.TCPSite(self._runner, self.host, self.port))
         await site.start()
         # With port 0 the OS picks one; report the real port for health URLs and tests.
         for address in self._runner.addresses:

@@ -182,6 +182,8 @@ def test_unit_is_a_notify_service_with_a_watchdog() -> None:
 def test_unit_does_not_restart_on_config_errors() -> None:
     prevented = " ".join(service("RestartPreventExitStatus")).split()
     assert str(exit_codes.CONFIG) in prevented
+    # A port still held by the instance before (a deploy) is worth a restart.
+    assert str(exit_codes.BUSY) not in prevented
 
 
 def test_unit_credentials_are_the_names_settings_read() -> None:

@@ -99,13 +99,14 @@ class PrimeRpcDriver(Driver):
             # An agent that dies here never answers: the wait must end by itself.
             async with asyncio.timeout(self._context.settings.ready_timeout):
                 await self._switch_to(request.session)
-            record: dict[str, Any] = {"type": "prompt", "message": prompt_text(request)}
             # Files are read off the loop, but a turn without attachments (most) skips the
             # thread hop: it is on every turn's path.
             images = (await asyncio.to_thread(images_of, request.attachments)
-                      if request.attachments else [])
+                      if request.attachments else {})
+            record: dict[str, Any] = {"type": "prompt",
+                                      "message": prompt_text(request, images)}
             if images:
-                record["images"] = images
+                record["images"] = list(images.values())
             # Its response comes before the run's events; a refusal ends the turn there.
             self._prompt = self._new_id()
             await self._io.write({"id": self._prompt, **record})
