@@ -17,7 +17,7 @@ from picobridge.agent.process import workdir
 from picobridge.agent.protocols import driver_class
 from picobridge.cli import statedir
 from picobridge.cli.agent_hint import missing_agent
-from picobridge.cli.common import CliError
+from picobridge.cli.errors import CliError
 from picobridge.cli.instance import holder
 from picobridge.config.settings import Settings, default_config_path
 from picobridge.ops import listen
@@ -25,7 +25,7 @@ from picobridge.ops.logs import RedactingFormatter
 from picobridge.store.schema import available_migrations
 
 if TYPE_CHECKING:
-    from picobridge.cli.main import Invocation
+    from picobridge.cli.invocation import Invocation
 
 
 class _Report:
@@ -141,6 +141,10 @@ async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
                 else f"{result.__class__.__name__}: {result}")
         hint = missing_agent(command)
         report.line(label, False, text + (f"; {hint}" if hint else ""))
+
+
+def check_command(invocation: Invocation) -> int:
+    return asyncio.run(run_check(invocation))
 
 
 async def run_check(invocation: Invocation) -> int:

@@ -1,4 +1,5 @@
-"""What the command line's modules share: the one-line error, opening the store, times."""
+"""What the command line's modules share: opening the store, times (and, for the modules
+that always found it here, the one-line error)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,12 @@ from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
 from picobridge.cli import statedir
+from picobridge.cli.errors import CliError as CliError  # where commands found it before
 from picobridge.store import Store, StoreError
 from picobridge.store.schema import SchemaError
 
 if TYPE_CHECKING:
     from picobridge.config.settings import Settings
-
-
-class CliError(Exception):
-    """One line for stderr and the exit code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 async def open_store(settings: Settings, *, migrate: bool = True) -> Store:
