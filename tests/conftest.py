@@ -9,12 +9,16 @@ Rules for every test, so that any two can run at the same time, in any order:
   checkout. What must be made once for the whole run (the real pi from npm, a wheel of this
   checkout) is made under `tests.harness.exclusive` (a file lock), and checked for again once
   the lock is held: several workers may ask at the same moment.
+- Shared by the whole run (every worker): `tests.harness.made_once(name, make)` makes a thing
+  once in the run's folder (`run_dir()`, removed at the end) for whichever test asks first.
+  Use it rather than a module-scoped fixture, which xdist would run again in each worker,
+  and again whenever a worker's tests of that module are not one after another.
 - Processes: every process a test starts is stopped by that test (`Daemon` does it for the
   daemon); find your processes by something unique to the test (its tmp_path), never by name.
 - No module globals that a test changes; environment changes through `monkeypatch` or a
   child's own `env`.
-- Tests that share a costly module fixture can keep to one worker with
-  `pytestmark = pytest.mark.xdist_group("name")` (the suite runs with `--dist loadgroup`).
+- Tests that must share one worker: `pytestmark = pytest.mark.xdist_group("name")` (the
+  suite runs with `--dist loadgroup`).
 
 The slowest tests (marked `slow`) are put first, so that they start at once on some worker
 instead of starting last and making everyone wait for them.
@@ -23,8 +27,12 @@ instead of starting last and making everyone wait for them.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
+
+from tests.harness import RUN_DIR_VARIABLE
 
 # Most tests wait on subprocesses (the daemon, fake agents) rather than compute, so twice as
 # many workers as cores keep the cores busy: measured, the suite takes FIXME.
@@ -51,6 +59,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     if wanted.isdigit():
         return int(wanted)
     return WORKERS_PER_CORE * len(os.sched_getaffinity(0))
+
+
+RUN_DIR = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # In the controller, before the workers start (they inherit the variable).
+    if hasattr(config, "workerinput") or RUN_DIR_VARIABLE in os.environ:
+        return
+    path = tempfile.mkdtemp(prefix="pb-test-run-")
+    os.chmod(path, 0o755)  # the unprivileged user runs what is made there
+    os.environ[RUN_DIR_VARIABLE] = config.stash[RUN_DIR] = path
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = config.stash.get(RUN_DIR, None)
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
+        os.environ.pop(RUN_DIR_VARIABLE, None)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -7,13 +7,16 @@ boundaries (stdin/stdout, exit code, stderr log)."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import fcntl
 import json
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,6 +47,35 @@ def needs_root(why: str) -> None:
     if os.geteuid() != 0:
         raise AssertionError(f"this test needs root ({why}): run the suite as root, e.g. "
                              "`sudo scripts/test` (CI does)")
+
+
+# The folder shared by the whole test run, every xdist worker included (tests/conftest.py makes
+# it, and removes it at the end); readable by every user, for what the unprivileged user runs.
+RUN_DIR_VARIABLE = "PB_TEST_RUN_DIR"
+
+
+def run_dir() -> Path:
+    path = os.environ.get(RUN_DIR_VARIABLE)
+    if path is None:  # a helper used outside pytest: a folder for this process
+        path = os.environ[RUN_DIR_VARIABLE] = tempfile.mkdtemp(prefix="pb-test-run-")
+        os.chmod(path, 0o755)
+        atexit.register(shutil.rmtree, path, True)
+    return Path(path)
+
+
+def made_once(name: str, make: Callable[[Path], None]) -> Path:
+    """`run_dir()/name`, made by `make(path)` for whichever test asks first; the others (in
+    any worker) wait for it and reuse it. For what is costly and the same for every test: a
+    wheel of this checkout, an installed copy for another user."""
+    target = run_dir() / name
+    done = run_dir() / f"{name}.done"
+    if not done.exists():
+        with exclusive(run_dir() / f"{name}.lock"):
+            if not done.exists():
+                shutil.rmtree(target, ignore_errors=True)  # a half-made one
+                make(target)
+                done.touch()
+    return target
 
 
 # Builds of this checkout (`pip wheel .`, `pip install .`) write into its build/ folder: one at
