@@ -5,7 +5,7 @@
 # `need_NAME` function below and its name in PREREQUISITES.
 # shellcheck shell=bash
 
-PREREQUISITES=(chromium pi)
+PREREQUISITES=(chromium pi synapse)
 
 prereq_say() { echo "prereqs: $*" >&2; }
 
@@ -39,6 +39,12 @@ need_pi() {
         node -e "$1" "$2" || npm ci --prefix "$2" --no-audit --no-fund --loglevel=error
     ' sh "$(pi_check_js)" "$dir"
     pi_installed "$dir" || { prereq_say "npm ci did not install the pinned pi in $dir"; return 1; }
+}
+
+# The Matrix tests run a real Synapse, in a venv of its own ($PICOBRIDGE_TEST_SYNAPSE_VENV,
+# else .synapse-venv here: tests/synapse/install.py, whose lock the tests wait on too).
+need_synapse() {
+    python3 -m tests.synapse.install
 }
 
 # Exit 0 when node_modules holds the version package.json pins (npm writes

@@ -33,7 +33,8 @@ with open(sys.argv[1], "w") as out:
 
 # Never for --version, --help, access, sessions or health: the platforms' libraries, the HTTP
 # stack, the agent side, the core and the daemon's wiring.
-DAEMON_ONLY = ("aiohttp", "telegram", "slack_sdk", "slack_bolt", "picobridge.agent.pool",
+DAEMON_ONLY = ("aiohttp", "telegram", "slack_sdk", "slack_bolt", "mautrix", "discord",
+               "picobridge.agent.pool",
                "picobridge.agent.worker", "picobridge.core", "picobridge.cli.wiring",
                "picobridge.ops.http_server", "picobridge.adapters.telegram.adapter",
                "picobridge.adapters.slack.adapter")
