@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -64,11 +65,26 @@ def _agent_commands(settings: Settings) -> list[list[str]]:
     return [w.command for w in settings.agent.workers] or [settings.agent.command]
 
 
+def _refuse_exposed(settings: Settings, invocation: Invocation) -> None:
+    """Before anything starts: warn of a config file others may read, refuse one others may
+    write (or an agent program others may replace)."""
+    from picobridge.cli.exposure import exposure
+    from picobridge.config.settings import default_config_path
+
+    config = invocation.args.config or default_config_path(os.environ)
+    found = exposure(config, invocation.secrets, _agent_commands(settings))
+    for warning in found.warnings:
+        log.warning("%s", warning)
+    if found.refusals:
+        raise CliError("refusing to start: " + "; ".join(found.refusals), exit_codes.CONFIG)
+
+
 async def _run(settings: Settings, invocation: Invocation) -> int:
     from picobridge.adapters.registry import build_adapters
     from picobridge.cli import wiring as daemon
     from picobridge.cli.agent_hint import missing_agent
 
+    _refuse_exposed(settings, invocation)
     adapters = build_adapters(settings)
     if not adapters:
         raise CliError(f"config error: {no_platform(settings)} (or try `picobridge chat "
@@ -85,6 +101,7 @@ async def _chat(settings: Settings, invocation: Invocation) -> int:
     from picobridge.adapters.console.adapter import CONSOLE_CHAT, ConsoleAdapter
     from picobridge.cli import wiring as daemon
 
+    _refuse_exposed(settings, invocation)
     console = ConsoleAdapter(sys.stdin.buffer, sys.stdout, sys.stderr,
                              interactive=sys.stdin.isatty())
 
