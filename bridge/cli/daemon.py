@@ -19,7 +19,7 @@ from picobridge.cli.errors import CliError
 from picobridge.cli.instance import InstanceLock, InstanceLocked
 
 if TYPE_CHECKING:
-    from picobridge.agent.pool import WorkerPool
+    from picobridge.agent.agents import AgentSet
     from picobridge.cli.invocation import Invocation
     from picobridge.config.settings import Settings
     from picobridge.store import Store
@@ -62,7 +62,8 @@ async def _exclusive_store(settings: Settings, invocation: Invocation) -> AsyncI
 
 
 def _agent_commands(settings: Settings) -> list[list[str]]:
-    return [w.command for w in settings.agent.workers] or [settings.agent.command]
+    return [command for agent in settings.named_agents().values()
+            for command in ([w.command for w in agent.workers] or [agent.command])]
 
 
 def _refuse_exposed(settings: Settings, invocation: Invocation) -> None:
@@ -115,7 +116,7 @@ async def _chat(settings: Settings, invocation: Invocation) -> int:
         return await daemon.run(settings, store, [console], finished=finished)
 
 
-async def _agent_up(pool: WorkerPool, commands: list[list[str]]) -> None:
+async def _agent_up(pool: AgentSet, commands: list[list[str]]) -> None:
     """Wait for some worker's first ready; give up when every worker failed a few starts in
     a row (or its command does not exist)."""
     from picobridge.cli.agent_hint import missing_agent

@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "health": "picobridge.cli.health_client:health_command",
     "sessions": "picobridge.cli.admin:sessions_command",
     "access": "picobridge.cli.admin:access_command",
+    "failed": "picobridge.cli.dead_letters:failed_command",
     "init": "picobridge.cli.init:init_command",
     "echo-agent": "picobridge.cli.echo_agent:echo_agent_command",
 }
