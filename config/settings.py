@@ -31,6 +31,7 @@ from picobridge.config.sections import (
     AttachmentSettings,
     BridgeSettings,
     HttpSettings,
+    LimitsSettings,
     LogSettings,
 )
 from picobridge.config.shapes import shape_problems
@@ -67,6 +68,7 @@ class CoreSettings(BaseSettings):
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod

@@ -10,6 +10,7 @@ import re
 
 from picobridge.agent.port import PoolStatus, WorkerState
 from picobridge.contract import BRIDGE_COMMANDS, ChatRef, listed_commands
+from picobridge.core.quotas import Quotas
 from picobridge.core.router import Router
 from picobridge.store import Store
 
@@ -37,19 +38,23 @@ def parse_command(text: str) -> str | None:
 
 
 class Commands:
-    def __init__(self, store: Store, router: Router, agents: PoolStatus) -> None:
+    def __init__(self, store: Store, router: Router, agents: PoolStatus,
+                 quotas: Quotas | None = None) -> None:
         self._store = store
         self._router = router
         self._agents = agents
+        self._quotas = quotas
 
-    async def run(self, name: str, chat: ChatRef) -> str:
+    async def run(self, name: str, chat: ChatRef, sender: str | None = None) -> str:
         if name == "new":
             session = await self._store.new_session(chat)
             return f"Started a new conversation. Session: `{session}`"
         if name == "stop":
             return await self._stop(chat)
         if name == "status":
-            return await self._status(chat)
+            left = (await self._quotas.left(chat.platform, sender)
+                    if self._quotas is not None and sender is not None else None)
+            return await self._status(chat) + (f"\n{left}" if left else "")
         if name == "start":
             return "Hello! " + HELP
         return HELP
