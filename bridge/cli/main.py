@@ -31,7 +31,7 @@ from picobridge.config.settings import (
 from picobridge.ops.logs import RedactingFormatter, setup_logging
 
 if TYPE_CHECKING:
-    from picobridge.agent.pool import WorkerPool
+    from picobridge.agent.agents import AgentSet
     from picobridge.store import Store
 
 log = logging.getLogger("picobridge.cli")
@@ -162,7 +162,8 @@ async def _exclusive_store(settings: Settings, invocation: Invocation) -> AsyncI
 
 
 def _agent_commands(settings: Settings) -> list[list[str]]:
-    return [w.command for w in settings.agent.workers] or [settings.agent.command]
+    return [command for agent in settings.named_agents().values()
+            for command in ([w.command for w in agent.workers] or [agent.command])]
 
 
 def _refuse_exposed(settings: Settings, invocation: Invocation) -> None:
@@ -214,7 +215,7 @@ async def _chat(settings: Settings, invocation: Invocation) -> int:
         return await daemon.run(settings, store, [console], finished=finished)
 
 
-async def _agent_up(pool: WorkerPool, commands: list[list[str]]) -> None:
+async def _agent_up(pool: AgentSet, commands: list[list[str]]) -> None:
     """Wait for some worker's first ready; give up when every worker failed a few starts in
     a row (or its command does not exist)."""
     from picobridge.cli.agent_hint import missing_agent

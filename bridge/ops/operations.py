@@ -63,7 +63,7 @@ def platforms_up(sources: Sources) -> dict[str, bool]:
 def _worker_health(info: WorkerInfo, busy: int, now: float) -> WorkerHealth:
     down = 0.0 if info.down_since is None else max(0.0, now - info.down_since)
     return WorkerHealth(info.name, info.state.value, info.pid, info.last_pong, info.restarts,
-                        down, busy)
+                        down, busy, info.agent)
 
 
 async def snapshot(sources: Sources, metrics: Metrics) -> HealthSnapshot:
