@@ -2,8 +2,7 @@
 with secrets optionally read from systemd credentials ($CREDENTIALS_DIRECTORY).
 
 Unknown keys are errors (a misspelled key silently ignored is a bot that silently misbehaves),
-and errors never echo values, because values may be tokens.
-"""
+and errors never echo values, because values may be tokens."""
 
 from __future__ import annotations
 
@@ -34,6 +33,7 @@ from picobridge.config.sections import (
     HttpSettings,
     LogSettings,
     RouteSettings,
+    StoreSettings,
 )
 from picobridge.config.shapes import shape_problems
 
@@ -69,6 +69,7 @@ class CoreSettings(BaseSettings):
     routes: list[RouteSettings] = Field(default_factory=list)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
