@@ -16,6 +16,7 @@ from picobridge.contract import (
     InboundMessage,
     listed_commands,
 )
+from picobridge.core.quotas import Quotas
 from picobridge.core.router import Router
 from picobridge.core.switching import AgentSwitch, CommandReply
 from picobridge.store import Store
@@ -51,13 +52,15 @@ def parse_command(text: str) -> str | None:
 
 class Commands:
     def __init__(self, store: Store, router: Router, agents: PoolStatus,
-                 switch: AgentSwitch | None = None) -> None:
+                 quotas: Quotas | None = None, switch: AgentSwitch | None = None) -> None:
         self._switch = switch
         self._store = store
         self._router = router
         self._agents = agents
+        self._quotas = quotas
 
     async def run(self, name: str, chat: ChatRef, agent: str | None = None,
+                  sender: str | None = None,
                   message: InboundMessage | None = None) -> str | CommandReply:
         """Answer a command of `chat`, whose messages now go to `agent` (None: the agent it
         talks to already); `message` is the command as it came (its sender, its argument)."""
@@ -69,7 +72,9 @@ class Commands:
         if name == "stop":
             return await self._stop(chat)
         if name == "status":
-            return await self._status(chat, agent)
+            left = (await self._quotas.left(chat.platform, sender)
+                    if self._quotas is not None and sender is not None else None)
+            return await self._status(chat, agent) + (f"\n{left}" if left else "")
         if name == "start":
             return "Hello! " + HELP
         return HELP
