@@ -23,7 +23,7 @@ import discord
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.discord.buttons import Questions
-from picobridge.adapters.discord.client import BridgeClient
+from picobridge.adapters.discord.client import BridgeClient, quiet_library_logs
 from picobridge.adapters.discord.commands import register
 from picobridge.adapters.discord.files import DiscordFiles
 from picobridge.adapters.discord.intake import Intake
@@ -61,6 +61,7 @@ class DiscordAdapter(Adapter):
 
     def __init__(self, settings: Settings) -> None:
         self._settings: DiscordSettings = settings.section(PLATFORM)
+        quiet_library_logs()
         self._policy = AttachmentPolicy(settings.attachments, settings.media_dir)
         self._bridge: BridgeLink | None = None
         self._client: BridgeClient | None = None

@@ -33,6 +33,10 @@ OnQuestion = Callable[[str, discord.Message, str], Awaitable[None]]
 LONG_REPLY_NOTE = "The full answer is long, so it is attached as a file."
 
 
+def nonce(outbox_id: int, part: int) -> str:
+    return f"pb{outbox_id}.{part}"[:25]
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     pieces: list[str]
@@ -89,7 +93,7 @@ class DiscordSender:
                 first = index == 0
                 await sending.part(str(index), self._part(
                     channel, text, reply.reply_to if first else None,
-                    stream if first else None, chosen.components, reply))
+                    stream if first else None, chosen.components, reply, index))
         except Exception as exc:
             error = delivery_error(exc, self._on_auth_failure)
             if error.permanent:
@@ -99,7 +103,7 @@ class DiscordSender:
 
     def _part(self, channel: discord.PartialMessageable, text: str, reply_to: str | None,
               stream: discord.PartialMessage | None, components: list[dict[str, Any]] | None,
-              reply: OutgoingReply) -> Callable[[], Awaitable[Any]]:
+              reply: OutgoingReply, index: int) -> Callable[[], Awaitable[Any]]:
         async def send() -> None:
             if stream is not None:
                 await stream.edit(content=text)
@@ -111,6 +115,11 @@ class DiscordSender:
                                                      channel_id=channel.id,
                                                      fail_if_not_exists=False)
             kwargs: dict[str, Any] = {"reference": reference} if reference else {}
+            if reply.outbox_id is not None:
+                # Discord keeps a nonce for a few minutes and answers a message sent again
+                # with the same one with the first (discord.py sends enforce_nonce): a part
+                # sent again after a crash, before the outbox marked it sent, shows once.
+                kwargs["nonce"] = nonce(reply.outbox_id, index)
             if view is not None:
                 kwargs["view"] = view
             sent = await channel.send(text, **kwargs)

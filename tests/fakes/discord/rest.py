@@ -51,7 +51,14 @@ def check_components(rows: list[JSON]) -> None:
                 raise invalid_form("components", "BASE_TYPE_BAD_LENGTH", "1 to 25 options.")
 
 
+NONCE_LIFETIME = 300.0  # Discord checks a nonce's uniqueness over "the past few minutes"
+
+
 class DiscordRest(DiscordBase):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.nonces: dict[tuple[str, str], tuple[str, float]] = {}
+
     def add_routes(self, app: web.Application) -> None:
         r = app.router
         r.add_get(f"{API}/users/@me", self.route("get_me", self._me))
@@ -150,9 +157,16 @@ class DiscordRest(DiscordBase):
                 (body["message_reference"].get("fail_if_not_exists", True)):
             raise invalid_form("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE",
                                "Unknown message")
+        nonce = body.get("nonce")
+        if body.get("enforce_nonce") and nonce is not None:
+            earlier = self.nonces.get((channel.id, str(nonce)))
+            if earlier is not None and time.monotonic() - earlier[1] < NONCE_LIFETIME:
+                return self.ok(call, channel.messages[earlier[0]])
         payload = self.bot_message(channel.id, content, body.get("components") or [],
                                    self._attachments(files),
                                    None if reference is None else str(reference))
+        if nonce is not None:
+            self.nonces[(channel.id, str(nonce))] = (payload["id"], time.monotonic())
         return self.ok(call, payload)
 
     def bot_message(self, channel_id: str, content: str, components: list[JSON],
