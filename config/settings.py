@@ -93,6 +93,23 @@ class CoreSettings(BaseSettings):
                     raise ValueError(f"{reason} needs http.listen")
         return self
 
+    @model_validator(mode="after")
+    def _platform_shapes(self) -> CoreSettings:
+        """Allowed user ids and tokens of a shape their platform never has: an id that can
+        never match would let nobody in silently, a token that cannot work would cost a round
+        trip to learn it."""
+        problems = []
+        for name, platform in self._platforms.items():
+            section = self.section(name)
+            problems += platform.token_problems(section)
+            for user in sorted(platform.allowed_users(section)):
+                problem = platform.user_id_problem(user)
+                if problem is not None:
+                    problems.append(f"{name}.allowed_users: {problem}, got {user!r}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
     def section(self, platform: str) -> Any:
         """A platform's own section (`[telegram]`), as that platform's model."""
         return getattr(self, platform)

@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from picobridge.contract import Attachment, DialogAnswer, DialogKind
+from picobridge.contract import (
+    Attachment,
+    DialogAnswer,
+    DialogKind,
+    OutboundFile,
+    OutgoingReply,
+    ReplyKind,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +35,23 @@ class AgentRequest:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The agent's answer. `session` None: the agent named no session (logged, dropped)."""
+    """The agent's answer. `session` None: the agent named no session (logged, dropped).
+
+    `reply` is the one object that travels on to the platform: its text, and the files the
+    agent named (where it said they are; the core checks and stores them).
+    """
 
     session: str | None
-    text: str
+    reply: OutgoingReply
+
+    @classmethod
+    def of(cls, session: str | None, text: str,
+           files: tuple[OutboundFile, ...] = ()) -> Reply:
+        return cls(session, OutgoingReply(text, ReplyKind.ANSWER, files=files))
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from picobridge.agent.child import Child
 from picobridge.agent.driver import Driver, DriverContext
+from picobridge.agent.filestore import NO_FILES, FileStage
 from picobridge.agent.port import (
     AgentEvent,
     AgentListener,
@@ -51,8 +52,9 @@ class AgentWorker:
     def __init__(self, name: str, command: Sequence[str], settings: AgentSettings,
                  driver_class: type[Driver], state_dir: Path,
                  clock: Callable[[], float] = time.monotonic,
-                 origin: str = "agent.command") -> None:
+                 origin: str = "agent.command", files: FileStage = NO_FILES) -> None:
         self._name = name
+        self._files = files
         self._origin = origin
         self._command = list(command)
         self._settings = settings
@@ -222,6 +224,9 @@ class AgentWorker:
 
     async def _emit(self, event: AgentEvent) -> None:
         assert self._listener is not None
+        if isinstance(event, Reply) and event.reply.files:
+            # Before anything more is written to the agent, which may delete its files then.
+            event = Reply(event.session, self._files.stage(event.reply))
         if isinstance(event, Reply | Failure) and event.session is not None:
             self.turns += 1
             ended = self._ending.pop(event.session, None)

@@ -26,6 +26,9 @@ from picobridge.contract.errors import (
     DeliveryError,
     StorageUnavailable,
 )
+from picobridge.contract.filenames import (
+    safe_name,
+)
 from picobridge.contract.link import (
     BridgeLink,
 )
@@ -33,6 +36,7 @@ from picobridge.contract.messages import (
     Attachment,
     ChatRef,
     InboundMessage,
+    OutboundFile,
     Outcome,
     OutgoingReply,
     ProgressEvent,
@@ -46,7 +50,11 @@ from picobridge.contract.platform import (
 )
 from picobridge.contract.sniff import (
     AGENT_IMAGE_TYPES,
+    HEAD_BYTES,
+    OGG_OPUS,
     agent_image_type,
+    file_type,
+    ogg_opus,
     sniff_file,
     sniff_mime,
 )
@@ -54,6 +62,8 @@ from picobridge.contract.sniff import (
 __all__ = [
     "AGENT_IMAGE_TYPES",
     "BRIDGE_COMMANDS",
+    "HEAD_BYTES",
+    "OGG_OPUS",
     "Adapter",
     "Attachment",
     "BridgeCommand",
@@ -66,6 +76,7 @@ __all__ = [
     "DialogEnd",
     "DialogKind",
     "InboundMessage",
+    "OutboundFile",
     "Outcome",
     "OutgoingReply",
     "Platform",
@@ -75,7 +86,10 @@ __all__ = [
     "StorageUnavailable",
     "SubmitResult",
     "agent_image_type",
+    "file_type",
     "listed_commands",
+    "ogg_opus",
+    "safe_name",
     "scrub_surrogates",
     "sniff_file",
     "sniff_mime",

@@ -29,6 +29,7 @@ from picobridge.contract import (
     ChatRef,
     DialogAnswer,
     Outcome,
+    OutgoingReply,
     ProgressEvent,
     ProgressKind,
     ReplyKind,
@@ -122,12 +123,13 @@ class Router:
             self._wake.set()
 
     def replace_queued(self, msg: StoredMessage) -> None:
-        lane = self._lanes.get(msg.chat.key)
-        if lane is None:
-            return
-        for i, queued in enumerate(lane.queue):
-            if queued.id == msg.id:
-                lane.queue[i] = msg
+        self._lanes.replace(msg)
+
+    def queued_senders(self) -> set[tuple[str, str]]:
+        return self._lanes.senders()
+
+    def unqueue_senders(self, senders: set[tuple[str, str]]) -> list[StoredMessage]:
+        return self._lanes.remove_from(senders)
 
     async def drop_queued(self, chat: ChatRef) -> int:
         lane = self._lanes.get(chat.key)
@@ -200,7 +202,7 @@ class Router:
         await self._recorded()
         for turn, outcome in lost:
             if outcome is Outcome.DONE:
-                self._answers.settle(turn, ReplyKind.ANSWER, STOPPED, self._after_turn)
+                self._answers.settle(turn, OutgoingReply(STOPPED), self._after_turn)
             elif outcome is Outcome.FAILED:
                 self._answers.give_up(turn.messages, reason)
             else:
@@ -227,9 +229,9 @@ class Router:
         if turn is not None:
             self._end_turn(turn, Outcome.DONE)
             await self._progress.clear(turn.chat, Outcome.DONE)
-            self._answers.settle(turn, ReplyKind.ANSWER, event.text, self._after_turn)
+            self._answers.settle(turn, event.reply, self._after_turn)
             return
-        await self._answers.unsolicited(event.session, event.text)
+        await self._answers.unsolicited(event.session, event.reply)
 
     async def _ask(self, worker: Worker, turn: Turn | None, request: DialogRequest) -> None:
         if turn is None:
@@ -251,9 +253,9 @@ class Router:
                     event.message, event.code)
         self._end_turn(turn, Outcome.FAILED)
         await self._progress.clear(turn.chat, Outcome.FAILED)
-        self._answers.settle(turn, ReplyKind.ERROR,
-                             f"⚠️ The agent could not answer this: {event.message}",
-                             self._after_turn, status="failed", error=event.message)
+        self._answers.settle(turn, OutgoingReply(
+            f"⚠️ The agent could not answer this: {event.message}", ReplyKind.ERROR),
+            self._after_turn, status="failed", error=event.message)
 
     # -- internals -------------------------------------------------------------------------
 

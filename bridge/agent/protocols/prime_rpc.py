@@ -24,12 +24,14 @@ shared/peers/prime-rpc-peer.md (where they differ, the program wins).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import time
 from typing import Any, ClassVar
 
 from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
+from picobridge.agent.outfiles import files_in_text
 from picobridge.agent.port import AgentRequest, Failure, Progress, Reply
 from picobridge.agent.protocols.prime_rpc_wire import (
     assistant_text,
@@ -71,6 +73,7 @@ class PrimeRpcDriver(Driver):
         self._unawaited: set[str] = set()  # requests sent without waiting for their answer
         self._prompt: str | None = None  # the running turn's prompt, until it is answered
         self._sessions = context.settings.sessions_dir or context.state_dir / "agent-sessions"
+        self._workdir = context.settings.workdir_in(context.state_dir)
         self._current_file: str | None = None
         self._turn: str | None = None  # the session whose prompt runs
         self._notice: str | None = None  # said before the turn's answer (a refused file)
@@ -249,7 +252,7 @@ class PrimeRpcDriver(Driver):
         elif kind == "auto_retry_end" and record.get("success") is False:
             if self._stopping:
                 # Aborted while it waited to retry: pi reports "Retry cancelled".
-                await self._end(Reply(session, STOPPED))
+                await self._end(Reply.of(session, STOPPED))
                 return
             final = record.get("finalError")
             error = final if isinstance(final, str) else "the agent gave up retrying"
@@ -266,10 +269,10 @@ class PrimeRpcDriver(Driver):
                 self._no_retry(session, error or "the model failed"), name="rpc-verdict")
             return
         if reason == "aborted":
-            await self._end(Reply(session, f"{text}\n\n{STOPPED}" if text.strip()
-                                  else STOPPED))
+            await self._end(Reply.of(session, f"{text}\n\n{STOPPED}" if text.strip()
+                                     else STOPPED))
             return
-        await self._end(Reply(session, text))
+        await self._end(Reply.of(session, *files_in_text(text, self._workdir)))
 
     async def _no_retry(self, session: str, error: str) -> None:
         await asyncio.sleep(RETRY_NOTICE_WAIT)
@@ -293,7 +296,8 @@ class PrimeRpcDriver(Driver):
             return
         self._turn = self._prompt = None
         if self._notice and isinstance(event, Reply):
-            event = Reply(event.session, f"{self._notice}\n\n{event.text}")
+            event = Reply(event.session, dataclasses.replace(
+                event.reply, text=f"{self._notice}\n\n{event.text}"))
         self._notice = None
         await self._emit(event)
 
