@@ -58,7 +58,7 @@ class DiscordBase(FakeServer):
         from tests.fakes.discord.model import INTERACTION_DEADLINE
 
         self.ids = Snowflakes()
-        self.token = token or f"MTA.fake.{secrets.token_urlsafe(18)}"
+        self.token = token or f"MTIzNDU2Nzg5MDEy.GfAkE1.{secrets.token_urlsafe(27)}"
         self.app_id = self.ids.next()
         self.bot_id = self.app_id  # a bot user has its application's id
         self.bot_name = bot_name
