@@ -105,3 +105,23 @@ async def test_files_from_the_agent_arrive_with_the_text(tmp_path: Path) -> None
         uploads = {name: data for _, name, data in fake.uploads}
         assert uploads["report.pdf"] == PDF and uploads["chart.png"] == PNG
         assert len(fake.messages_in(dm)) == 1
+
+
+async def test_a_streamed_answer_is_one_message_edited_into_the_answer(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        config = discord_config(tmp_path, fake, "--delta-chars", "3", stream=True)
+        async with Daemon(config) as daemon:
+            await online(daemon, fake)
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.dm("stream this answer please")
+            await fake.wait_for(
+                lambda: any(m.content == "echo: stream this answer please"
+                            for m in fake.messages_in(dm)), "the final answer")
+            fake.dm("and a second one")
+            await fake.wait_for_reply(dm, "echo: and a second one")
+        first, second = fake.messages_in(dm)
+        # The draft (shown with " …" while written) became the answer: one message each.
+        assert first.edits >= 1 and second.edits >= 1
+        assert first.content == "echo: stream this answer please"
+        assert [c for c in fake.calls_to("create_message")
+                if str(c.params.get("content", "")).endswith(" …")]

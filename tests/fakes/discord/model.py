@@ -103,6 +103,15 @@ class SentMessage:
 
 
 @dataclass
+class FollowUp:
+    """A follow-up message to an interaction: `ephemeral` ones only its user sees."""
+
+    user_id: str
+    content: str
+    ephemeral: bool
+
+
+@dataclass
 class Reaction:
     channel_id: str
     message_id: str
