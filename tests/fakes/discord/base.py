@@ -90,6 +90,11 @@ class DiscordBase(FakeServer):
     def gateway_url(self) -> str:
         return f"ws://{self.host}:{self.port}/gateway"
 
+    def revoke_bot_token(self) -> None:
+        """The operator reset the token in the Developer Portal: the old one gets 401s and
+        the gateway closes with 4004."""
+        self.token = f"MTIzNDU2Nzg5MDEy.GfAkE2.{secrets.token_urlsafe(27)}"
+
     # ---- rate limits -------------------------------------------------------------------------
 
     def rate_limit_next(self, method: str, retry_after: float = 1.0, *,
