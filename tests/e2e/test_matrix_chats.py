@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from pathlib import Path
 
 from tests.e2e.matrix_support import (
@@ -208,3 +209,23 @@ async def test_a_password_login_keeps_its_device(tmp_path: Path, synapse: Synaps
     assert devices[0] == devices[1] and devices[0] != bot.device_id
     stored = tmp_path / "state" / "matrix" / "session.json"
     assert stored.stat().st_mode & 0o077 == 0
+
+
+async def test_a_question_of_the_agent_is_answered_by_number(tmp_path: Path,
+                                                             synapse: Synapse) -> None:
+    bot, alice = synapse.register(), synapse.register()
+    agent = {"protocol": "prime-rpc",
+             "command": [sys.executable, str(Path(__file__).with_name("dialog_agent.py"))]}
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], agent=agent,
+                           reaction_done="")
+    async with Daemon(config) as daemon, person(synapse, alice) as me:
+        await synced(daemon)
+        room = await me.create_room([bot.user_id], direct=True)
+        await me.wait_joined(room, bot.user_id)
+        await me.say(room, "please select")
+        question = await me.wait_for_message(room, bot.user_id,
+                                             lambda e: "Which colour?" in body(e))
+        assert "2. green" in body(question) or "2" in body(question)
+        await me.say(room, "2")
+        answer = await me.wait_for_message(room, bot.user_id, lambda e: "got:" in body(e))
+        assert body(answer) == 'got: {"value": "green"}'

@@ -172,3 +172,23 @@ async def test_files_the_agent_sends_are_uploaded(tmp_path: Path, synapse: Synap
         assert blobs == {"notes.md": b"# Notes\nline two\n", "report.pdf": PDF,
                          "chart.png": PNG}
     assert_no_secrets(daemon, bot, alice)
+
+
+async def test_a_file_over_the_limit_is_refused_whatever_its_size_claims(
+        tmp_path: Path, synapse: Synapse) -> None:
+    bot, alice = synapse.register(), synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="",
+                           sections={"attachments": {"max_bytes": 4096}})
+    async with Daemon(config) as daemon, person(synapse, alice) as me:
+        await synced(daemon)
+        room = await direct_room(me, bot)
+        big = b"\x00\x01" * 20_000
+        uri = await me.upload(big, "big.bin", "application/octet-stream")
+        await me.send(room, {"msgtype": "m.file", "body": "big.bin", "url": uri,
+                             "info": {"mimetype": "application/octet-stream", "size": 100}})
+        refusal = await me.wait_for_message(room, bot.user_id)
+        assert "big.bin" in body(refusal) and "4 KB" in body(refusal)
+        await me.say(room, "still there?")
+        await me.wait_for_message(room, bot.user_id, lambda e: body(e) == "echo: still there?")
+        assert not list((tmp_path / "state" / "media").rglob("*big.bin"))
+        assert "echo: big" not in " ".join(body(e) for e in me.messages_from(room, bot.user_id))
