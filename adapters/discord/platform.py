@@ -10,7 +10,7 @@ from picobridge.adapters.discord.settings import DiscordSettings
 from picobridge.contract import Adapter, Platform
 
 # Three base64url parts: the bot's id, a timestamp, an HMAC.
-TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}")
+TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{5,}")
 
 
 class DiscordPlatform(Platform):

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from discord.http import Route
+from pydantic import SecretStr
 
 from picobridge.adapters.discord.client import RoutedHTTP
 from picobridge.adapters.discord.commands import catalogue
@@ -77,9 +78,9 @@ def test_the_slash_commands_come_from_the_bridge_catalogue() -> None:
 
 def test_token_and_user_id_shapes() -> None:
     platform = DiscordPlatform()
-    good = DiscordSettings(token="MTIzNDU2Nzg5MDEy.GfAkE1.abcdefghijklmnopqrstuvwxyz012")
+    good = DiscordSettings(token=SecretStr("MTIzNDU2Nzg5MDEy.GfAkE1.abcdefghijklmnopqrstuvwxyz0"))
     assert platform.token_problems(good) == []
-    bad = DiscordSettings(token="Bot MTIz")
+    bad = DiscordSettings(token=SecretStr("Bot MTIz"))
     (problem,) = platform.token_problems(bad)
     assert "discord.token" in problem and "MTIz" not in problem.replace("(MTI...)", "")
     assert platform.user_id_problem("400000000000000001") is None
