@@ -31,6 +31,7 @@ from picobridge.config.sections import (
     AttachmentSettings,
     BridgeSettings,
     HttpSettings,
+    LimitsSettings,
     LogSettings,
     RouteSettings,
     StoreSettings,
@@ -71,6 +72,7 @@ class CoreSettings(BaseSettings):
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod
