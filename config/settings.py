@@ -31,6 +31,7 @@ from picobridge.config.sections import (
     BridgeSettings,
     HttpSettings,
     LogSettings,
+    VoiceSettings,
 )
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class CoreSettings(BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
@@ -80,7 +82,8 @@ class CoreSettings(BaseSettings):
         return (
             init_settings,
             env_settings,
-            CredentialsSource(settings_cls, credential_files(cls._platforms)),
+            CredentialsSource(settings_cls, {**credential_files(cls._platforms),
+                                             **VOICE_CREDENTIALS}),
             TomlConfigSettingsSource(settings_cls),
         )
 
@@ -128,13 +131,18 @@ class CoreSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value configured, for the log redaction filter."""
-        return [secret for name, platform in self._platforms.items()
-                for secret in platform.secrets(self.section(name))]
+        return [*(secret for name, platform in self._platforms.items()
+                  for secret in platform.secrets(self.section(name))), *self.voice.secrets()]
 
 
 if TYPE_CHECKING:
     # For type checkers the core model; at run time, the model with the platforms' sections.
     Settings = CoreSettings
+
+
+# The speech services' keys may come from systemd credentials like the platforms' tokens.
+VOICE_CREDENTIALS = {"voice_transcribe_api_key": ("voice", "transcribe_api_key"),
+                     "voice_tts_api_key": ("voice", "tts_api_key")}
 
 
 def credential_files(platforms: Mapping[str, Platform]) -> dict[str, tuple[str, str]]:

@@ -23,11 +23,14 @@ from picobridge.agent.worker import AgentWorker
 from picobridge.config.settings import Settings
 from picobridge.contract import Adapter
 from picobridge.core.access import AccessPolicy
+from picobridge.core.answers import Answers
 from picobridge.core.commands import Commands
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
+from picobridge.core.speech import speaker, transcriber
+from picobridge.core.voice import VoiceInbox, VoiceOut
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
@@ -64,6 +67,7 @@ class Daemon:
     tasks: TaskSupervisor
     affinity: AffinityRecorder
     http: HttpServer | None = None
+    voice: VoiceInbox | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -123,19 +127,24 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     pool = build_pool(settings, await store.worker_assignments(), affinity)
     tasks = TaskSupervisor()
     dialogs = Dialogs(store, outbox, settings.bridge.dialog_timeout)
+    voice = settings.voice
+    answers = Answers(store, outbox, VoiceOut(speaker(voice), voice.reply,
+                                              outbound_files(settings), voice.timeout))
     router = Router(store, outbox, by_platform, pool,
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
-                    coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs)
+                    coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs,
+                    answers=answers)
+    voice_in = VoiceInbox(transcriber(voice), store, router.enqueue, voice.timeout)
     http = HttpServer(settings.http.listen, ListenerLimits(
         settings.http.max_connections, settings.http.header_timeout,
         settings.http.body_timeout)) if settings.http.listen else None
     commands = Commands(store, router, pool)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
-                    tasks=tasks, dialogs=dialogs)
+                    tasks=tasks, dialogs=dialogs, voice=voice_in)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
-                  http)
+                  http, voice_in)
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -205,6 +214,8 @@ async def stop(daemon: Daemon) -> None:
     grace = daemon.settings.agent.shutdown_timeout
     # Adapters keep accepting (durably) while turns finish and replies go out; they stop last
     # because delivering needs them.
+    if daemon.voice is not None:
+        await daemon.voice.stop()  # its messages are stored; the next start sends them
     await daemon.router.stop(grace)
     await daemon.pool.stop()
     await daemon.affinity.settle()

@@ -29,6 +29,7 @@ from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
+from picobridge.core.voice import VoiceInbox
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
 
@@ -43,9 +44,11 @@ class Intake:
     def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
                  commands: Commands, agents: PoolStatus, app: web.Application | None = None,
                  *, tell_after: float = float("inf"),
-                 tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None) -> None:
+                 tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
+                 voice: VoiceInbox | None = None) -> None:
         """A message arriving after no agent worker has been ready for `tell_after` seconds
-        gets a notice, once per chat and outage, so its sender knows it waits."""
+        gets a notice, once per chat and outage, so its sender knows it waits. With `voice`,
+        a voice message is transcribed before it joins its chat's queue."""
         self._app = app
         self._agents = agents
         self._tell_after = tell_after
@@ -53,6 +56,7 @@ class Intake:
         self._told: set[str] = set()
         self._store = store
         self._router = router
+        self._queue = voice.take if voice is not None else router.enqueue
         self._outbox = outbox
         self._access = access
         self._commands = commands
@@ -99,7 +103,7 @@ class Intake:
         bump(self._received, platform)
         log.debug("received platform=%s chat=%s id=%s session=%s", platform, chat.key,
                   message.platform_message_id, stored.session_id)
-        self._router.enqueue(stored)
+        self._queue(stored)
         await self._tell_if_agent_down(message)
         return SubmitResult.ACCEPTED
 
@@ -146,7 +150,7 @@ class Intake:
         if typed is None:  # answered meanwhile (a button): an ordinary message after all
             stored = await self._store.record_inbound(message)
             if stored is not None:
-                self._router.enqueue(stored)
+                self._queue(stored)
             return SubmitResult.ACCEPTED
         # Stored before the agent hears the answer: a store that refuses the message leaves
         # the question open for the platform's next offer of it.

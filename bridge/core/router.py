@@ -61,6 +61,7 @@ class Router:
     def __init__(self, store: Store, outbox: Outbox, adapters: Mapping[str, Adapter],
                  agents: AgentPool, *, turn_timeout: float, max_attempts: int, coalesce: bool,
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
+                 answers: Answers | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
         self._outbox = outbox
@@ -76,7 +77,7 @@ class Router:
         self._idle = asyncio.Event()
         self._idle.set()
         self._supervisor = tasks if tasks is not None else TaskSupervisor()
-        self._answers = Answers(store, outbox)
+        self._answers = answers if answers is not None else Answers(store, outbox)
         self._dialogs = dialogs if dialogs is not None else Dialogs(store, outbox, 300.0)
         self._recording: set[asyncio.Task[None]] = set()
         self._closing: set[asyncio.Task[None]] = set()
