@@ -107,6 +107,11 @@ class AttachmentSettings(Section):
     outbound_max_bytes: PositiveInt = 50 * 1024 * 1024
 
 
+# The speech services' keys may come from systemd credentials like the platforms' tokens.
+VOICE_CREDENTIALS = {"voice_transcribe_api_key": ("voice", "transcribe_api_key"),
+                     "voice_tts_api_key": ("voice", "tts_api_key")}
+
+
 class VoiceSettings(Section):
     """Voice messages: transcribed for the agent, and answers spoken back (`[voice]`)."""
 

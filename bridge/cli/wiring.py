@@ -28,6 +28,7 @@ from picobridge.core.commands import Commands
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
+from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
 from picobridge.core.speech import speaker, transcriber
 from picobridge.core.voice import VoiceInbox, VoiceOut
@@ -67,6 +68,7 @@ class Daemon:
     tasks: TaskSupervisor
     affinity: AffinityRecorder
     http: HttpServer | None = None
+    revocations: Revocations | None = None
     voice: VoiceInbox | None = None
 
 
@@ -140,11 +142,12 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
         settings.http.max_connections, settings.http.header_timeout,
         settings.http.body_timeout)) if settings.http.listen else None
     commands = Commands(store, router, pool)
-    intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
+    access = AccessPolicy(store, allow_lists(settings))
+    intake = Intake(store, router, outbox, access, commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
                     tasks=tasks, dialogs=dialogs, voice=voice_in)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
-                  http, voice_in)
+                  http, Revocations(store, router, access, dialogs), voice_in)
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -186,6 +189,9 @@ async def start(daemon: Daemon) -> None:
         await daemon.outbox.start()
         await daemon.router.start()
         daemon.pool.start(daemon.router)
+        daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
+        if daemon.revocations is not None:
+            daemon.tasks.start("access-revocations", daemon.revocations.watch)
         for adapter in daemon.adapters.values():
             await adapter.start(daemon.intake)
             log.info("platform %s started", adapter.platform)

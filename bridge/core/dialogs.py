@@ -54,6 +54,7 @@ class _Open:
     worker: Worker
     request_id: str
     expiry: asyncio.Task[None] | None = None
+    senders: frozenset[tuple[str, str]] = frozenset()  # (platform, sender) of the turn
 
 
 class Dialogs:
@@ -75,7 +76,8 @@ class Dialogs:
         if previous is not None:
             await self._close(previous, DialogAnswer(cancelled=True), tell_agent=True,
                               end=DialogEnd.CLOSED)
-        entry = _Open(dialog, turn.chat, turn.session, turn.worker, request.request_id)
+        entry = _Open(dialog, turn.chat, turn.session, turn.worker, request.request_id,
+                      senders=frozenset((m.chat.platform, m.sender_id) for m in turn.messages))
         self._open[dialog.id] = entry
         self._by_chat[turn.chat.key] = dialog.id
         limit = min(self._timeout, request.timeout) if request.timeout else self._timeout
@@ -124,6 +126,17 @@ class Dialogs:
         for dialog_id in [d for d, e in self._open.items() if e.session == session]:
             await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=False,
                               end=DialogEnd.CLOSED)
+
+    def senders(self) -> set[tuple[str, str]]:
+        return {sender for entry in self._open.values() for sender in entry.senders}
+
+    async def cancel_from(self, senders: set[tuple[str, str]]) -> int:
+        """Questions asked in turns of these senders are cancelled (the agent hears so)."""
+        ids = [d for d, e in self._open.items() if e.senders & senders]
+        for dialog_id in ids:
+            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=True,
+                              end=DialogEnd.CLOSED)
+        return len(ids)
 
     async def stop(self) -> None:
         for dialog_id in list(self._open):

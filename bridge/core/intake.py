@@ -54,6 +54,7 @@ class Intake:
         self._tell_after = tell_after
         self._outage: float | None = None
         self._told: set[str] = set()
+        self._swept = False  # the chats waiting when the outage passed tell_after were told
         self._store = store
         self._router = router
         self._queue = voice.take if voice is not None else router.enqueue
@@ -108,13 +109,34 @@ class Intake:
         return SubmitResult.ACCEPTED
 
     async def _tell_if_agent_down(self, message: InboundMessage) -> None:
+        since = self._outage_now()
+        if since is not None:
+            await self._tell(message.chat, message.reply_to, since)
+
+    def _outage_now(self) -> float | None:
+        """When the current outage began, once it is past `tell_after`; else None."""
         since = self._agents.down_since()
         if since is None or time.monotonic() - since < self._tell_after:
-            return
+            return None
         if since != self._outage or len(self._told) >= MAX_TOLD:
             self._outage = since
             self._told.clear()
-        chat = message.chat
+            self._swept = False
+        return since
+
+    async def watch_outages(self, every: float = 1.0) -> None:
+        """Once an outage passes `tell_after`, every chat with a message already waiting is
+        told too (once), not only those that write during it."""
+        while True:
+            await asyncio.sleep(every)
+            since = self._outage_now()
+            if since is None or self._swept:
+                continue
+            for waiting in await self._store.waiting_chats():
+                await self._tell(waiting.chat, waiting.reply_to, since)
+            self._swept = True
+
+    async def _tell(self, chat: ChatRef, reply_to: str | None, since: float) -> None:
         if chat.key in self._told:
             return
         self._told.add(chat.key)
@@ -122,7 +144,7 @@ class Intake:
                     time.monotonic() - since, chat.key)
         try:
             self._outbox.deliver(await self._store.add_reply(
-                chat, OutgoingReply(AGENT_DOWN_TEXT, ReplyKind.NOTICE, message.reply_to)))
+                chat, OutgoingReply(AGENT_DOWN_TEXT, ReplyKind.NOTICE, reply_to)))
         except Exception:
             # The message itself is stored: the platform must hear that it arrived.
             log.exception("could not store the agent-down notice chat=%s", chat.key)

@@ -124,12 +124,13 @@ class Router:
             self._wake.set()
 
     def replace_queued(self, msg: StoredMessage) -> None:
-        lane = self._lanes.get(msg.chat.key)
-        if lane is None:
-            return
-        for i, queued in enumerate(lane.queue):
-            if queued.id == msg.id:
-                lane.queue[i] = msg
+        self._lanes.replace(msg)
+
+    def queued_senders(self) -> set[tuple[str, str]]:
+        return self._lanes.senders()
+
+    def unqueue_senders(self, senders: set[tuple[str, str]]) -> list[StoredMessage]:
+        return self._lanes.remove_from(senders)
 
     async def drop_queued(self, chat: ChatRef) -> int:
         lane = self._lanes.get(chat.key)
@@ -297,10 +298,9 @@ class Router:
             turns = self._claim()
             if not turns:
                 continue
-            # One write for every turn this round starts (under load many lanes become
-            # ready at once), and the agent does not wait for it: the answer that settles
-            # these messages is stored only after it, and whatever puts them back in the
-            # queue waits for it first (_recorded).
+            # One write for every turn this round starts (under load many lanes become ready
+            # at once), and the agent does not wait for it: the answer that settles these
+            # messages is stored after it, and what puts them back waits for it (_recorded).
             self._record_dispatch([i for turn in turns for i in turn.ids])
             await self._start_all(turns)
 

@@ -16,9 +16,10 @@ from picobridge.store.cursors import CursorTable
 from picobridge.store.figures import Figures
 from picobridge.store.grants import GrantTable
 from picobridge.store.inbound import InboundTable
+from picobridge.store.queued import QueuedTable
 from picobridge.store.replies import ReplyTable
 
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
-            Figures, Database):
+            Figures, QueuedTable, Database):
     pass

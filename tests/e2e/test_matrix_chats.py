@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from pathlib import Path
 
 from tests.e2e.matrix_support import (
@@ -156,3 +157,75 @@ async def test_an_edit_updates_a_queued_message(tmp_path: Path, synapse: Synapse
         await daemon.wait_for_log(rf"queued message {re.escape(second)} updated by an edit")
         answer = await me.wait_for_message(room, bot.user_id, lambda e: "echo: sec" in body(e))
         assert body(answer) == "echo: second"
+
+
+async def test_commands_work_with_the_prefix(tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    alice = synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="")
+    async with Daemon(config) as daemon, person(synapse, alice) as me:
+        await synced(daemon)
+        room = await me.create_room([bot.user_id], direct=True)
+        await me.wait_joined(room, bot.user_id)
+        await me.say(room, "remember this")
+        await me.wait_for_message(room, bot.user_id, lambda e: "remember" in body(e))
+        await me.say(room, "!new")
+        await me.wait_for_message(room, bot.user_id, lambda e: "fresh" in body(e).lower()
+                                  or "new" in body(e).lower())
+        await me.say(room, "what did I just say?")
+        recall = await me.wait_for_message(room, bot.user_id,
+                                           lambda e: "said anything" in body(e))
+        assert body(recall) == "You have not said anything yet."
+        await me.say(room, "/help")
+        help_text = await me.wait_for_message(room, bot.user_id, lambda e: "/status" in body(e))
+        assert help_text["content"]["msgtype"] == "m.notice"
+
+
+async def test_check_signs_in_and_reports(tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [])
+    code, out, err = await run_cli("check", "--config", str(config))
+    assert code == 0, out + err
+    assert f"signed in as {bot.user_id}" in out
+    wrong = matrix_config(tmp_path, synapse, bot, [], access_token="syt_not_a_real_token_123")
+    code, out, err = await run_cli("check", "--config", str(wrong))
+    assert code != 0
+    assert "M_UNKNOWN_TOKEN" in out + err
+    for text in (out, err):
+        assert bot.access_token not in text and "syt_not_a_real_token_123" not in text
+
+
+async def test_a_password_login_keeps_its_device(tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    alice = synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], access_token=None,
+                           password=bot.password)
+    devices = []
+    for _ in range(2):
+        async with Daemon(config) as daemon:
+            line = await daemon.wait_for_log(r"signed in to Matrix as .* \(device \w+\)")
+            devices.append(line.rsplit("device ", 1)[1])
+        assert_no_secrets(daemon, bot)
+    assert devices[0] == devices[1] and devices[0] != bot.device_id
+    stored = tmp_path / "state" / "matrix" / "session.json"
+    assert stored.stat().st_mode & 0o077 == 0
+
+
+async def test_a_question_of_the_agent_is_answered_by_number(tmp_path: Path,
+                                                             synapse: Synapse) -> None:
+    bot, alice = synapse.register(), synapse.register()
+    agent = {"protocol": "prime-rpc",
+             "command": [sys.executable, str(Path(__file__).with_name("dialog_agent.py"))]}
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], agent=agent,
+                           reaction_done="")
+    async with Daemon(config) as daemon, person(synapse, alice) as me:
+        await synced(daemon)
+        room = await me.create_room([bot.user_id], direct=True)
+        await me.wait_joined(room, bot.user_id)
+        await me.say(room, "please select")
+        question = await me.wait_for_message(room, bot.user_id,
+                                             lambda e: "Which colour?" in body(e))
+        assert "2. green" in body(question) or "2" in body(question)
+        await me.say(room, "2")
+        answer = await me.wait_for_message(room, bot.user_id, lambda e: "got:" in body(e))
+        assert body(answer) == 'got: {"value": "green"}'
