@@ -35,6 +35,7 @@ from picobridge.config.sections import (
     LogSettings,
     VoiceSettings,
 )
+from picobridge.config.shapes import shape_problems
 
 if TYPE_CHECKING:
     from picobridge.contract import Platform
@@ -99,17 +100,7 @@ class CoreSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _platform_shapes(self) -> CoreSettings:
-        """Allowed user ids and tokens of a shape their platform never has: an id that can
-        never match would let nobody in silently, a token that cannot work would cost a round
-        trip to learn it."""
-        problems = []
-        for name, platform in self._platforms.items():
-            section = self.section(name)
-            problems += platform.token_problems(section)
-            for user in sorted(platform.allowed_users(section)):
-                problem = platform.user_id_problem(user)
-                if problem is not None:
-                    problems.append(f"{name}.allowed_users: {problem}, got {user!r}")
+        problems = shape_problems(self._platforms, self.section)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -221,12 +212,15 @@ def user_state_dir(environ: Mapping[str, str]) -> Path:
 
 
 def default_state_dir(environ: Mapping[str, str] | None = None, euid: int | None = None) -> Path:
-    """Where state lives when no state_dir is configured: /var/lib/picobridge for root and for
-    whoever may write it (the service's own user), else the user's own state folder, so that
-    trying picobridge as a normal user needs no root and touches nothing of a service."""
+    """Where state lives when no state_dir is configured: /var/lib/picobridge once it exists
+    (the service's, made by its install or systemd's StateDirectory=), for root and for whoever
+    may write it (the service's own user); else the user's own state folder. So trying
+    picobridge needs no root and touches nothing of a service, and trying it as root does not
+    make the service's folder with files the service's user cannot write."""
     environ = os.environ if environ is None else environ
     euid = os.geteuid() if euid is None else euid
-    if euid == 0 or os.access(SYSTEM_STATE_DIR, os.W_OK | os.X_OK):
+    if SYSTEM_STATE_DIR.is_dir() and (
+            euid == 0 or os.access(SYSTEM_STATE_DIR, os.W_OK | os.X_OK)):
         return SYSTEM_STATE_DIR
     return user_state_dir(environ)
 

@@ -18,6 +18,7 @@ from picobridge.agent.protocols import driver_class
 from picobridge.cli import statedir
 from picobridge.cli.agent_hint import missing_agent
 from picobridge.cli.common import CliError, no_platform
+from picobridge.cli.exposure import exposure
 from picobridge.cli.instance import holder
 from picobridge.config.settings import Settings, default_config_path
 from picobridge.ops import listen
@@ -41,6 +42,10 @@ class _Report:
             self.failed |= not config
         print(f"{mark} {part:<9} {self._scrub.redact(text)}")
 
+    def warn(self, part: str, text: str) -> None:
+        """Usable, but the operator should know (counts as neither ok nor failed)."""
+        print(f"WARN {part:<9} {self._scrub.redact(text)}")
+
     def exit_code(self) -> int:
         """1 when a part fails (the report says which), else 3 when the configuration is
         wrong as for every other command, else 0."""
@@ -55,6 +60,8 @@ class _Report:
 def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
     try:
         statedir.refuse_foreign(settings.state_dir, argv)
+        if settings.state_dir.is_dir():
+            statedir.refuse_foreign_files(settings.state_dir)
         return _database_file(settings)
     except statedir.StateDirError as exc:
         return False, str(exc)
@@ -131,14 +138,19 @@ def _listener(settings: Settings) -> tuple[bool, str]:
     return True, f"{address} can be had"
 
 
+def _commands(settings: Settings) -> list[tuple[str, list[str]]]:
+    """Each agent worker's name and command."""
+    agent = settings.agent
+    if agent.workers:
+        return [(w.name or f"w{i}", w.command) for i, w in enumerate(agent.workers, 1)]
+    return [("agent", agent.command)]
+
+
 async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
     """Start every worker's command once (concurrently: each may take ready_timeout)."""
     agent = settings.agent
     driver = driver_class(agent.protocol)
-    if agent.workers:
-        commands = [(w.name or f"w{i}", w.command) for i, w in enumerate(agent.workers, 1)]
-    else:
-        commands = [("agent", agent.command)]
+    commands = _commands(settings)
     problem = _workdir_problem(settings, argv)
     if problem is not None:
         report.line("agent", None if problem.startswith("not started") else False, problem)
@@ -167,6 +179,11 @@ async def run_check(invocation: Invocation) -> int:
     report.secrets(settings.secrets())
     path = invocation.args.config or default_config_path(os.environ)
     report.line("config", True, str(path or "defaults and environment"))
+    found = exposure(path, settings.secrets(), [command for _, command in _commands(settings)])
+    for warning in found.warnings:
+        report.warn("config", warning)
+    for refusal in found.refusals:
+        report.line("config", False, f"run would refuse to start: {refusal}", config=True)
     ok, text = _database(settings, invocation.argv)
     report.line("database", ok, text)
     if settings.http.listen is not None:

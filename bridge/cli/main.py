@@ -21,7 +21,13 @@ from picobridge.cli.common import CliError, no_platform, open_store
 from picobridge.cli.instance import InstanceLock, InstanceLocked
 from picobridge.cli.parser import build_parser
 from picobridge.cli.wiring import StartupError
-from picobridge.config.settings import ConfigError, Settings, load_settings, with_default_state_dir
+from picobridge.config.settings import (
+    ConfigError,
+    Settings,
+    default_config_path,
+    load_settings,
+    with_default_state_dir,
+)
 from picobridge.ops.logs import RedactingFormatter, setup_logging
 
 if TYPE_CHECKING:
@@ -155,11 +161,25 @@ def _agent_commands(settings: Settings) -> list[list[str]]:
     return [w.command for w in settings.agent.workers] or [settings.agent.command]
 
 
+def _refuse_exposed(settings: Settings, invocation: Invocation) -> None:
+    """Before anything starts: warn of a config file others may read, refuse one others may
+    write (or an agent program others may replace)."""
+    from picobridge.cli.exposure import exposure
+
+    config = invocation.args.config or default_config_path(os.environ)
+    found = exposure(config, invocation.secrets, _agent_commands(settings))
+    for warning in found.warnings:
+        log.warning("%s", warning)
+    if found.refusals:
+        raise CliError("refusing to start: " + "; ".join(found.refusals), exit_codes.CONFIG)
+
+
 async def _run(settings: Settings, invocation: Invocation) -> int:
     from picobridge.adapters.registry import build_adapters
     from picobridge.cli import wiring as daemon
     from picobridge.cli.agent_hint import missing_agent
 
+    _refuse_exposed(settings, invocation)
     adapters = build_adapters(settings)
     if not adapters:
         raise CliError(f"config error: {no_platform(settings)} (or try `picobridge chat "
@@ -176,6 +196,7 @@ async def _chat(settings: Settings, invocation: Invocation) -> int:
     from picobridge.adapters.console.adapter import CONSOLE_CHAT, ConsoleAdapter
     from picobridge.cli import wiring as daemon
 
+    _refuse_exposed(settings, invocation)
     console = ConsoleAdapter(sys.stdin.buffer, sys.stdout, sys.stderr,
                              interactive=sys.stdin.isatty())
 

@@ -40,6 +40,7 @@ from picobridge.ops.listener_guard import ListenerLimits
 from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
+from picobridge.private import private_dir
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
 
@@ -155,7 +156,7 @@ def outbound_files(settings: Settings) -> OutboundFiles:
     dirs = settings.attachments.outbound_dirs
     if dirs is None:
         outbox = settings.state_dir / "outbox"
-        outbox.mkdir(parents=True, exist_ok=True)  # a folder agents may drop files into
+        private_dir(outbox)  # a folder agents may drop files into
         dirs = [settings.agent.workdir_in(settings.state_dir), outbox]
     return OutboundFiles(settings.media_dir / "outbound", dirs,
                          settings.attachments.outbound_max_bytes)
