@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
-from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +25,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from picobridge.config.agents import check_agents, named_agents
+from picobridge.config.credentials import ConfigError, CredentialsSource, credential_files
 from picobridge.config.sections import (
     VOICE_CREDENTIALS,
     AgentSettings,
@@ -33,6 +34,7 @@ from picobridge.config.sections import (
     BridgeSettings,
     HttpSettings,
     LogSettings,
+    RouteSettings,
     VoiceSettings,
 )
 from picobridge.config.shapes import shape_problems
@@ -40,13 +42,11 @@ from picobridge.config.shapes import shape_problems
 if TYPE_CHECKING:
     from picobridge.contract import Platform
 
+__all__ = ["ConfigError", "Settings", "credential_files", "load_settings"]
+
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
 ENV_PREFIX = "PICOBRIDGE_"
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased for the operator, never containing a secret value."""
 
 
 class CoreSettings(BaseSettings):
@@ -66,6 +66,9 @@ class CoreSettings(BaseSettings):
     # `default_state_dir` (a user's own folder for users who cannot write this one).
     state_dir: Path = SYSTEM_STATE_DIR
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    # Further named agents, `[agents.NAME]`; `[agent]` is the agent named "default".
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    routes: list[RouteSettings] = Field(default_factory=list)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
@@ -99,6 +102,15 @@ class CoreSettings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _agents_named(self) -> CoreSettings:
+        check_agents(self)
+        return self
+
+    def named_agents(self) -> dict[str, AgentSettings]:
+        """Every agent by name (config/agents.py)."""
+        return named_agents(self)
+
+    @model_validator(mode="after")
     def _platform_shapes(self) -> CoreSettings:
         problems = shape_problems(self._platforms, self.section)
         if problems:
@@ -130,40 +142,6 @@ class CoreSettings(BaseSettings):
 if TYPE_CHECKING:
     # For type checkers the core model; at run time, the model with the platforms' sections.
     Settings = CoreSettings
-
-
-def credential_files(platforms: Mapping[str, Platform]) -> dict[str, tuple[str, str]]:
-    """systemd credential file name -> (section, key), e.g. `LoadCredential=telegram_token:..`."""
-    return {filename: (name, key) for name, platform in platforms.items()
-            for filename, key in platform.credentials.items()}
-
-
-class CredentialsSource(PydanticBaseSettingsSource):
-    """Secrets from systemd's LoadCredential= files, so tokens need not sit in the config."""
-
-    def __init__(self, settings_cls: type[BaseSettings],
-                 files: Mapping[str, tuple[str, str]]) -> None:
-        super().__init__(settings_cls)
-        self._files = files
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        directory = os.environ.get("CREDENTIALS_DIRECTORY")
-        if not directory:
-            return {}
-        found: dict[str, dict[str, str]] = {}
-        for filename, (section, key) in self._files.items():
-            path = Path(directory) / filename
-            try:
-                if path.is_file():
-                    found.setdefault(section, {})[key] = path.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-                raise ConfigError(f"cannot read credential {filename} in $CREDENTIALS_DIRECTORY: "
-                                  f"{reason}") from None
-        return found
 
 
 _models: dict[tuple[tuple[str, str], ...], type[CoreSettings]] = {}

@@ -31,7 +31,7 @@ from picobridge.config.settings import (
 from picobridge.ops.logs import RedactingFormatter, setup_logging
 
 if TYPE_CHECKING:
-    from picobridge.agent.pool import WorkerPool
+    from picobridge.agent.agents import AgentSet
     from picobridge.store import Store
 
 log = logging.getLogger("picobridge.cli")
@@ -131,6 +131,10 @@ def _dispatch(invocation: Invocation) -> int:
 
         handler = admin.sessions if command == "sessions" else admin.access
         return asyncio.run(handler(settings, args, invocation.argv))
+    if command == "failed":
+        from picobridge.cli.dead_letters import failed
+
+        return asyncio.run(failed(settings, args, invocation.argv))
     runner = {"run": _run, "chat": _chat, "migrate": _migrate}[command]
     return asyncio.run(runner(settings, invocation))
 
@@ -158,7 +162,8 @@ async def _exclusive_store(settings: Settings, invocation: Invocation) -> AsyncI
 
 
 def _agent_commands(settings: Settings) -> list[list[str]]:
-    return [w.command for w in settings.agent.workers] or [settings.agent.command]
+    return [command for agent in settings.named_agents().values()
+            for command in ([w.command for w in agent.workers] or [agent.command])]
 
 
 def _refuse_exposed(settings: Settings, invocation: Invocation) -> None:
@@ -210,7 +215,7 @@ async def _chat(settings: Settings, invocation: Invocation) -> int:
         return await daemon.run(settings, store, [console], finished=finished)
 
 
-async def _agent_up(pool: WorkerPool, commands: list[list[str]]) -> None:
+async def _agent_up(pool: AgentSet, commands: list[list[str]]) -> None:
     """Wait for some worker's first ready; give up when every worker failed a few starts in
     a row (or its command does not exist)."""
     from picobridge.cli.agent_hint import missing_agent

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from picobridge.agent.port import PoolStatus, WorkerState
-from picobridge.contract import BRIDGE_COMMANDS, ChatRef, listed_commands
+from picobridge.contract import BRIDGE_COMMANDS, DEFAULT_AGENT, ChatRef, listed_commands
 from picobridge.core.router import Router
 from picobridge.store import Store
 
@@ -42,14 +42,16 @@ class Commands:
         self._router = router
         self._agents = agents
 
-    async def run(self, name: str, chat: ChatRef) -> str:
+    async def run(self, name: str, chat: ChatRef, agent: str | None = None) -> str:
+        """Answer a command of `chat`, whose messages now go to `agent` (None: the agent it
+        talks to already)."""
         if name == "new":
-            session = await self._store.new_session(chat)
+            session = await self._store.new_session(chat, agent)
             return f"Started a new conversation. Session: `{session}`"
         if name == "stop":
             return await self._stop(chat)
         if name == "status":
-            return await self._status(chat)
+            return await self._status(chat, agent)
         if name == "start":
             return "Hello! " + HELP
         return HELP
@@ -63,14 +65,17 @@ class Commands:
             return waiting + "Stopping the reply being worked on."
         return waiting + "A reply already being worked on still arrives."
 
-    def _agent_line(self, session: str) -> list[str]:
-        workers = self._agents.infos()
+    def _agent_line(self, session: str, agent: str) -> list[str]:
+        everyone = self._agents.infos()
+        workers = [w for w in everyone if w.agent == agent] or everyone
         name = self._agents.assigned_worker(session)
         mine = next((w for w in workers if w.name == name), None)
         if mine is None:
             # Not placed yet: any ready worker will take it; show the best of them.
             mine = next((w for w in workers if w.state is WorkerState.READY), workers[0])
         label = f"worker {mine.name} " if len(workers) > 1 else ""
+        if len({w.agent for w in everyone}) > 1:
+            label = f"{agent}, {label}"
         line = (f"Agent: {label}{mine.state.value}" + (f" (pid {mine.pid})" if mine.pid else "")
                 + (f", {mine.restarts} restarts" if mine.restarts else ""))
         if len(workers) > 1:
@@ -81,10 +86,11 @@ class Commands:
             lines.append(f"Last problem: {mine.last_error}")
         return lines
 
-    async def _status(self, chat: ChatRef) -> str:
+    async def _status(self, chat: ChatRef, agent: str | None) -> str:
         status = self._router.status(chat)
-        session = await self._store.current_session(chat)
-        lines = self._agent_line(session)
+        session = await self._store.current_session(chat, agent)
+        agent = agent or await self._store.chat_agent(chat) or DEFAULT_AGENT
+        lines = self._agent_line(session, agent)
         if status.turn_running_for is not None:
             lines.append(f"Working on your message for {status.turn_running_for:.0f}s")
         if status.queued:
