@@ -167,6 +167,12 @@ class VoiceSettings(Section):
                 if key is not None]
 
 
+class StoreSettings(Section):
+    # Seconds a write waits for another process's lock on the database (a backup, a second
+    # tool) before the store counts as refusing writes and the outage handling takes over.
+    busy_timeout: PositiveFloat = 5.0
+
+
 class HttpSettings(Section):
     listen: str | None = None
     max_connections: int = Field(default=256, ge=1)

@@ -2,8 +2,7 @@
 with secrets optionally read from systemd credentials ($CREDENTIALS_DIRECTORY).
 
 Unknown keys are errors (a misspelled key silently ignored is a bot that silently misbehaves),
-and errors never echo values, because values may be tokens.
-"""
+and errors never echo values, because values may be tokens."""
 
 from __future__ import annotations
 
@@ -35,6 +34,7 @@ from picobridge.config.sections import (
     HttpSettings,
     LogSettings,
     RouteSettings,
+    StoreSettings,
     VoiceSettings,
 )
 from picobridge.config.shapes import shape_problems
@@ -72,6 +72,7 @@ class CoreSettings(BaseSettings):
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 

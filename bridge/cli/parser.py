@@ -3,6 +3,9 @@
 Global options (`--config`) are accepted before or after the command: each command's parser
 repeats them with a suppressed default, so a value given after the command wins and one given
 before is not overwritten.
+
+Imported for every command, `--help` included: the standard library only, and the registry's
+table of names (no platform module).
 """
 
 from __future__ import annotations
@@ -12,8 +15,7 @@ from pathlib import Path
 from textwrap import dedent
 
 from picobridge import __version__
-from picobridge.adapters.console.adapter import CONSOLE_CHAT
-from picobridge.adapters.registry import PLATFORMS
+from picobridge.adapters.registry import CONSOLE, PLATFORMS
 
 CONFIG_HELP = ("TOML config file (default: $PICOBRIDGE_CONFIG, else /etc/picobridge/config.toml "
                "when present, else built-in defaults and PICOBRIDGE_* variables)")
@@ -98,7 +100,7 @@ def _sessions(commands: _Commands) -> None:
         how many of its messages wait for an answer.""", """
         list
         list --platform telegram""")
-    listing.add_argument("--platform", choices=[*PLATFORMS, CONSOLE_CHAT.platform],
+    listing.add_argument("--platform", choices=[*PLATFORMS, CONSOLE],
                          help="only this platform's chats")
     for action, summary, text in (
             ("show", "one chat's sessions",

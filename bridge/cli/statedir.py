@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from picobridge import exit_codes
+from picobridge.cli.errors import CliError
 from picobridge.private import private_dir
 
 
-class StateDirError(Exception):
+class StateDirError(CliError):
     """The state directory cannot be used by this user; one line naming path and fix."""
 
     code = exit_codes.DATABASE

@@ -21,6 +21,7 @@ from picobridge.agent.filestore import OutboundFiles
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
+from picobridge.cli.errors import CliError
 from picobridge.config.settings import Settings
 from picobridge.contract import DEFAULT_AGENT, Adapter
 from picobridge.core.access import AccessPolicy
@@ -50,12 +51,8 @@ from picobridge.supervision import TaskSupervisor
 log = logging.getLogger("picobridge.daemon")
 
 
-class StartupError(Exception):
+class StartupError(CliError):
     """The daemon cannot start for a reason the operator must fix; one line and an exit code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
