@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -108,6 +109,14 @@ class BridgeSettings(Section):
     max_attempts: PositiveInt = 3
     # Seconds a question of the agent (prime-rpc dialogs) waits for an answer.
     dialog_timeout: PositiveFloat = 300.0
+
+
+class LimitsSettings(Section):
+    # Per user, across all their chats; 0 = no limit.
+    messages_per_hour: NonNegativeInt = 0
+    messages_per_day: NonNegativeInt = 0
+    # Users never limited, named "platform:user_id" as `picobridge access` names them.
+    exempt_users: list[str] = Field(default_factory=list)
 
 
 class AttachmentSettings(Section):

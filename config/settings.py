@@ -32,6 +32,7 @@ from picobridge.config.sections import (
     AttachmentSettings,
     BridgeSettings,
     HttpSettings,
+    LimitsSettings,
     LogSettings,
     RouteSettings,
     StoreSettings,
@@ -74,6 +75,7 @@ class CoreSettings(BaseSettings):
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod

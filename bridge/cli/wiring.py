@@ -30,6 +30,7 @@ from picobridge.core.commands import Commands
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.intake import Intake
 from picobridge.core.outbox import Outbox
+from picobridge.core.quotas import Quotas
 from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
@@ -165,12 +166,16 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     http = HttpServer(settings.http.listen, ListenerLimits(
         settings.http.max_connections, settings.http.header_timeout,
         settings.http.body_timeout)) if settings.http.listen else None
-    commands = Commands(store, router, pool)
+    limits = settings.limits
+    quotas = Quotas(store, limits.messages_per_hour, limits.messages_per_day,
+                    limits.exempt_users)
+    commands = Commands(store, router, pool, quotas)
     access = AccessPolicy(store, allow_lists(settings))
     intake = Intake(store, router, outbox, access, commands, pool, http.app if http else None,
                     tell_after={name: a.restart_budget for name, a in agents.items()},
                     tasks=tasks, dialogs=dialogs,
-                    routing=build_routing(settings, await store.chosen_agents()), voice=voice_in)
+                    routing=build_routing(settings, await store.chosen_agents()),
+                    quotas=quotas, voice=voice_in)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
                   Retries(store, router, outbox), voice_in)

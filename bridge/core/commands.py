@@ -10,6 +10,7 @@ import re
 
 from picobridge.agent.port import PoolStatus, WorkerState
 from picobridge.contract import BRIDGE_COMMANDS, DEFAULT_AGENT, ChatRef, listed_commands
+from picobridge.core.quotas import Quotas
 from picobridge.core.router import Router
 from picobridge.store import Store
 
@@ -37,12 +38,15 @@ def parse_command(text: str) -> str | None:
 
 
 class Commands:
-    def __init__(self, store: Store, router: Router, agents: PoolStatus) -> None:
+    def __init__(self, store: Store, router: Router, agents: PoolStatus,
+                 quotas: Quotas | None = None) -> None:
         self._store = store
         self._router = router
         self._agents = agents
+        self._quotas = quotas
 
-    async def run(self, name: str, chat: ChatRef, agent: str | None = None) -> str:
+    async def run(self, name: str, chat: ChatRef, agent: str | None = None,
+                  sender: str | None = None) -> str:
         """Answer a command of `chat`, whose messages now go to `agent` (None: the agent it
         talks to already)."""
         if name == "new":
@@ -51,7 +55,9 @@ class Commands:
         if name == "stop":
             return await self._stop(chat)
         if name == "status":
-            return await self._status(chat, agent)
+            left = (await self._quotas.left(chat.platform, sender)
+                    if self._quotas is not None and sender is not None else None)
+            return await self._status(chat, agent) + (f"\n{left}" if left else "")
         if name == "start":
             return "Hello! " + HELP
         return HELP

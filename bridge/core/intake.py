@@ -27,6 +27,7 @@ from picobridge.core.access import AccessPolicy, denial_text
 from picobridge.core.commands import Commands, parse_command
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.outbox import Outbox
+from picobridge.core.quotas import Quotas, refusal_text
 from picobridge.core.router import Router
 from picobridge.core.routes import Routing
 from picobridge.core.stats import IntakeStats, bump
@@ -47,7 +48,8 @@ class Intake:
                  commands: Commands, agents: PoolStatus, app: web.Application | None = None,
                  *, tell_after: float | Mapping[str, float] = float("inf"),
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
-                 routing: Routing | None = None, voice: VoiceInbox | None = None) -> None:
+                 routing: Routing | None = None, quotas: Quotas | None = None,
+                 voice: VoiceInbox | None = None) -> None:
         """A message arriving after no worker of its agent has been ready for `tell_after`
         seconds (per agent: its restart budget) gets a notice, once per chat and outage, so
         its sender knows it waits. `routing` picks each message's agent. With `voice`, a
@@ -76,6 +78,7 @@ class Intake:
         self._storage = StorageGuard()
         self._tasks = tasks if tasks is not None else TaskSupervisor()
         self._dialogs = dialogs
+        self._quotas = quotas
 
     def stats(self) -> IntakeStats:
         return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
@@ -110,9 +113,24 @@ class Intake:
         bump(self._received, platform)
         log.debug("received platform=%s chat=%s id=%s session=%s agent=%s", platform, chat.key,
                   message.platform_message_id, stored.session_id, agent)
+        if self._quotas is not None and not await self._within_limits(message, stored.id):
+            return SubmitResult.ACCEPTED
         self._queue(stored)
         await self._tell_if_agent_down(message, agent)
         return SubmitResult.ACCEPTED
+
+    async def _within_limits(self, message: InboundMessage, stored_id: int) -> bool:
+        assert self._quotas is not None
+        verdict = await self._quotas.check(message.chat.platform, message.sender_id)
+        if verdict.allowed:
+            return True
+        await self._store.hold_over_limit(stored_id, verdict.why)
+        log.info("over the limit (%s): message of %s:%s kept, not sent to the agent",
+                 verdict.why, message.chat.platform, message.sender_id)
+        if verdict.tell:
+            self._outbox.deliver(await self._store.add_reply(message.chat, OutgoingReply(
+                refusal_text(verdict), ReplyKind.NOTICE, message.reply_to)))
+        return False
 
     async def _tell_if_agent_down(self, message: InboundMessage, agent: str) -> None:
         since = self._outage_now(agent)
@@ -173,7 +191,7 @@ class Intake:
         if await self._store.seen(platform, message.platform_message_id):
             bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
-        reply = await self._commands.run(name, message.chat, agent)
+        reply = await self._commands.run(name, message.chat, agent, message.sender_id)
         stored = await self._store.record_command(message, reply)
         if stored is not None:
             self._outbox.deliver(stored)

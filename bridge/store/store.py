@@ -18,9 +18,10 @@ from picobridge.store.figures import Figures
 from picobridge.store.grants import GrantTable
 from picobridge.store.inbound import InboundTable
 from picobridge.store.queued import QueuedTable
+from picobridge.store.quotas import QuotaTable
 from picobridge.store.replies import ReplyTable
 
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
-            Figures, QueuedTable, DeadLetterTable, Database):
+            Figures, QueuedTable, DeadLetterTable, QuotaTable, Database):
     pass
