@@ -36,6 +36,7 @@ from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
 from picobridge.core.routes import Route, Routing
 from picobridge.core.speech import speaker, transcriber
+from picobridge.core.switching import AgentSwitch
 from picobridge.core.voice import VoiceInbox, VoiceOut
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
@@ -169,13 +170,14 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     limits = settings.limits
     quotas = Quotas(store, limits.messages_per_hour, limits.messages_per_day,
                     limits.exempt_users)
-    commands = Commands(store, router, pool, quotas)
+    routing = build_routing(settings, await store.chosen_agents())
+    switch = AgentSwitch(store, routing)
+    commands = Commands(store, router, pool, quotas, switch)
     access = AccessPolicy(store, allow_lists(settings))
     intake = Intake(store, router, outbox, access, commands, pool, http.app if http else None,
                     tell_after={name: a.restart_budget for name, a in agents.items()},
-                    tasks=tasks, dialogs=dialogs,
-                    routing=build_routing(settings, await store.chosen_agents()),
-                    quotas=quotas, voice=voice_in)
+                    tasks=tasks, dialogs=dialogs, routing=routing, quotas=quotas,
+                    switch=switch, voice=voice_in)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
                   Retries(store, router, outbox), voice_in)

@@ -32,6 +32,7 @@ from picobridge.core.router import Router
 from picobridge.core.routes import Routing
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
+from picobridge.core.switching import AgentSwitch, CommandReply
 from picobridge.core.voice import VoiceInbox
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
@@ -49,11 +50,13 @@ class Intake:
                  *, tell_after: float | Mapping[str, float] = float("inf"),
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
                  routing: Routing | None = None, quotas: Quotas | None = None,
-                 voice: VoiceInbox | None = None) -> None:
+                 switch: AgentSwitch | None = None, voice: VoiceInbox | None = None) -> None:
         """A message arriving after no worker of its agent has been ready for `tell_after`
         seconds (per agent: its restart budget) gets a notice, once per chat and outage, so
-        its sender knows it waits. `routing` picks each message's agent. With `voice`, a
-        voice message is transcribed before it joins its chat's queue."""
+        its sender knows it waits. `routing` picks each message's agent; `switch` takes the
+        clicks of /agent's buttons. With `voice`, a voice message is transcribed before it
+        joins its chat's queue."""
+        self._switch = switch
         self._app = app
         self._agents = agents
         self._tell_after = tell_after
@@ -191,10 +194,14 @@ class Intake:
         if await self._store.seen(platform, message.platform_message_id):
             bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
-        reply = await self._commands.run(name, message.chat, agent, message.sender_id)
-        stored = await self._store.record_command(message, reply)
+        reply = await self._commands.run(name, message.chat, agent, message.sender_id,
+                                         message)
+        text, dialog = (reply.text, reply.dialog) if isinstance(reply, CommandReply) \
+            else (reply, None)
+        stored = await self._store.record_command(
+            message, text, ReplyKind.QUESTION if dialog is not None else ReplyKind.NOTICE)
         if stored is not None:
-            self._outbox.deliver(stored)
+            self._outbox.deliver(stored, dialog=dialog)
         log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
         return SubmitResult.COMMAND
 
@@ -223,7 +230,12 @@ class Intake:
                             answer: DialogAnswer) -> str | None:
         async with self._storage.writing("reading a click"):
             allowed = await self._access.allowed(chat.platform, user_id)
-        if self._dialogs is None or not allowed:
+        if not allowed:
+            return None
+        if self._switch is not None and self._switch.owns(dialog_id):
+            async with self._storage.writing("switching agent"):
+                return await self._switch.clicked(dialog_id, chat, answer)
+        if self._dialogs is None:
             return None
         return await self._dialogs.answer(dialog_id, chat, answer)
 
