@@ -65,7 +65,7 @@ def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
     try:
         statedir.refuse_foreign(settings.state_dir, argv)
         if settings.state_dir.is_dir():
-            statedir.refuse_foreign_files(settings.state_dir)
+            statedir.refuse_foreign_files(settings.state_dir, argv)
         return _database_file(settings)
     except statedir.StateDirError as exc:
         return False, str(exc)
