@@ -198,9 +198,10 @@ class DiscordAdapter(Adapter):
         if self._interactions is not None:
             await self._interactions.take(interaction)
 
-    async def _acknowledge(self, message: discord.Message) -> None:
+    async def _acknowledge(self, message: discord.Message, refused: tuple[str, ...]) -> None:
         if self._progress is not None:
-            self._tasks.spawn(self._progress.received(message), name="discord-received")
+            self._tasks.spawn(self._progress.received(message, refused),
+                              name="discord-received")
 
     # -- outbound ----------------------------------------------------------------------------
 

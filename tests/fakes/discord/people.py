@@ -74,23 +74,28 @@ class DiscordPeople(DiscordGateway):
     # ---- messages --------------------------------------------------------------------------------
 
     def dm(self, text: str, user: str = DEFAULT_USER, *,
-           files: tuple[tuple[str, bytes, str], ...] = ()) -> JSON:
+           files: tuple[tuple[str, bytes, str], ...] = (),
+           declared_size: int | None = None) -> JSON:
         """``user`` writes to the bot in their DM."""
-        return self.say(self.dm_channel(user).id, text, user, files=files)
+        return self.say(self.dm_channel(user).id, text, user, files=files,
+                        declared_size=declared_size)
 
     def say(self, channel_id: str, text: str, user: str = DEFAULT_USER, *,
             mention: bool = False, reply_to: str | None = None,
-            files: tuple[tuple[str, bytes, str], ...] = (), deliver: bool = True) -> JSON:
+            files: tuple[tuple[str, bytes, str], ...] = (), deliver: bool = True,
+            declared_size: int | None = None) -> JSON:
         """``user`` writes in a channel (``mention``: "@bot " is put in front). With
         ``deliver`` False the message is only in the channel's history (sent while no
-        gateway session was up)."""
+        gateway session was up). ``declared_size`` puts another size than the files' in the
+        payload (a client must not trust it)."""
         channel = self.channels[channel_id]
         content = f"<@{self.bot_id}> {text}" if mention else text
         attachments = []
         for name, data, mime in files:
             key = f"{self.ids.next()}-{name}"
             self.files[key] = (mime, data)
-            attachments.append({"id": self.ids.next(), "filename": name, "size": len(data),
+            size = len(data) if declared_size is None else declared_size
+            attachments.append({"id": self.ids.next(), "filename": name, "size": size,
                                 "content_type": mime, "url": f"{self.url}/attachments/{key}",
                                 "proxy_url": f"{self.url}/attachments/{key}"})
         mentions = [self.bot_id] if mention else []
