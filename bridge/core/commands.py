@@ -9,9 +9,16 @@ from __future__ import annotations
 import re
 
 from picobridge.agent.port import PoolStatus, WorkerState
-from picobridge.contract import BRIDGE_COMMANDS, DEFAULT_AGENT, ChatRef, listed_commands
+from picobridge.contract import (
+    BRIDGE_COMMANDS,
+    DEFAULT_AGENT,
+    ChatRef,
+    InboundMessage,
+    listed_commands,
+)
 from picobridge.core.quotas import Quotas
 from picobridge.core.router import Router
+from picobridge.core.switching import AgentSwitch, CommandReply
 from picobridge.store import Store
 
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@\S+)?(?:\s|$)")
@@ -28,6 +35,12 @@ HELP = help_text()
 COMMAND_NAMES = frozenset(command.name for command in BRIDGE_COMMANDS)
 
 
+def command_argument(text: str) -> str:
+    """What follows the command word: `/agent coder` -> "coder"."""
+    match = _COMMAND.match(text.strip())
+    return text.strip()[match.end():].strip() if match else ""
+
+
 def parse_command(text: str) -> str | None:
     """The bridge command a message is, or None for anything the agent should see."""
     match = _COMMAND.match(text.strip())
@@ -39,16 +52,20 @@ def parse_command(text: str) -> str | None:
 
 class Commands:
     def __init__(self, store: Store, router: Router, agents: PoolStatus,
-                 quotas: Quotas | None = None) -> None:
+                 quotas: Quotas | None = None, switch: AgentSwitch | None = None) -> None:
+        self._switch = switch
         self._store = store
         self._router = router
         self._agents = agents
         self._quotas = quotas
 
     async def run(self, name: str, chat: ChatRef, agent: str | None = None,
-                  sender: str | None = None) -> str:
+                  sender: str | None = None,
+                  message: InboundMessage | None = None) -> str | CommandReply:
         """Answer a command of `chat`, whose messages now go to `agent` (None: the agent it
-        talks to already)."""
+        talks to already); `message` is the command as it came (its sender, its argument)."""
+        if name == "agent" and message is not None and self._switch is not None:
+            return await self._switch.command(message, command_argument(message.text))
         if name == "new":
             session = await self._store.new_session(chat, agent)
             return f"Started a new conversation. Session: `{session}`"

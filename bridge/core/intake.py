@@ -32,6 +32,8 @@ from picobridge.core.router import Router
 from picobridge.core.routes import Routing
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
+from picobridge.core.switching import AgentSwitch, CommandReply
+from picobridge.core.voice import VoiceInbox
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
 
@@ -47,10 +49,14 @@ class Intake:
                  commands: Commands, agents: PoolStatus, app: web.Application | None = None,
                  *, tell_after: float | Mapping[str, float] = float("inf"),
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
-                 routing: Routing | None = None, quotas: Quotas | None = None) -> None:
+                 routing: Routing | None = None, quotas: Quotas | None = None,
+                 switch: AgentSwitch | None = None, voice: VoiceInbox | None = None) -> None:
         """A message arriving after no worker of its agent has been ready for `tell_after`
         seconds (per agent: its restart budget) gets a notice, once per chat and outage, so
-        its sender knows it waits. `routing` picks each message's agent."""
+        its sender knows it waits. `routing` picks each message's agent; `switch` takes the
+        clicks of /agent's buttons. With `voice`, a voice message is transcribed before it
+        joins its chat's queue."""
+        self._switch = switch
         self._app = app
         self._agents = agents
         self._tell_after = tell_after
@@ -61,6 +67,7 @@ class Intake:
         self._swept: set[str] = set()
         self._store = store
         self._router = router
+        self._queue = voice.take if voice is not None else router.enqueue
         self._outbox = outbox
         self._access = access
         self._commands = commands
@@ -111,7 +118,7 @@ class Intake:
                   message.platform_message_id, stored.session_id, agent)
         if self._quotas is not None and not await self._within_limits(message, stored.id):
             return SubmitResult.ACCEPTED
-        self._router.enqueue(stored)
+        self._queue(stored)
         await self._tell_if_agent_down(message, agent)
         return SubmitResult.ACCEPTED
 
@@ -187,10 +194,14 @@ class Intake:
         if await self._store.seen(platform, message.platform_message_id):
             bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
-        reply = await self._commands.run(name, message.chat, agent, message.sender_id)
-        stored = await self._store.record_command(message, reply)
+        reply = await self._commands.run(name, message.chat, agent, message.sender_id,
+                                         message)
+        text, dialog = (reply.text, reply.dialog) if isinstance(reply, CommandReply) \
+            else (reply, None)
+        stored = await self._store.record_command(
+            message, text, ReplyKind.QUESTION if dialog is not None else ReplyKind.NOTICE)
         if stored is not None:
-            self._outbox.deliver(stored)
+            self._outbox.deliver(stored, dialog=dialog)
         log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
         return SubmitResult.COMMAND
 
@@ -205,7 +216,7 @@ class Intake:
         if typed is None:  # answered meanwhile (a button): an ordinary message after all
             stored = await self._store.record_inbound(message, agent)
             if stored is not None:
-                self._router.enqueue(stored)
+                self._queue(stored)
             return SubmitResult.ACCEPTED
         # Stored before the agent hears the answer: a store that refuses the message leaves
         # the question open for the platform's next offer of it.
@@ -219,7 +230,12 @@ class Intake:
                             answer: DialogAnswer) -> str | None:
         async with self._storage.writing("reading a click"):
             allowed = await self._access.allowed(chat.platform, user_id)
-        if self._dialogs is None or not allowed:
+        if not allowed:
+            return None
+        if self._switch is not None and self._switch.owns(dialog_id):
+            async with self._storage.writing("switching agent"):
+                return await self._switch.clicked(dialog_id, chat, answer)
+        if self._dialogs is None:
             return None
         return await self._dialogs.answer(dialog_id, chat, answer)
 
