@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from picobridge.contract import listed_commands
 from tests.e2e.discord_support import assert_no_token, discord_config, online
 from tests.fakes.discord import DEFAULT_USER, STRANGER, FakeDiscord
 from tests.harness import AgentJournal, Daemon
@@ -26,8 +27,8 @@ async def test_dm_round_trip(tmp_path: Path) -> None:
             assert emojis[0] == ("👀", True) and ("✅", True) in emojis
             assert any(channel == dm for channel, _ in fake.typing)
             # Slash commands registered once, globally.
-            assert [c["name"] for c in fake.commands["global"]] == ["new", "status", "stop",
-                                                                    "help"]
+            assert [c["name"] for c in fake.commands["global"]] == [
+                c.name for c in listed_commands()]
         assert daemon.returncode == 0
         assert_no_token(daemon, fake)
         messages = AgentJournal(tmp_path / "agent").messages()

@@ -15,6 +15,7 @@ from picobridge.adapters.discord.platform import DiscordPlatform
 from picobridge.adapters.discord.render import escape, render
 from picobridge.adapters.discord.seen import Seen
 from picobridge.adapters.discord.settings import DiscordSettings
+from picobridge.contract import listed_commands
 
 
 def test_discord_syntax_is_escaped_outside_code_only() -> None:
@@ -71,7 +72,9 @@ async def test_seen_keeps_the_newest_message_of_the_most_recent_channels() -> No
 
 def test_the_slash_commands_come_from_the_bridge_catalogue() -> None:
     commands = catalogue(in_dms=True)
-    assert [c["name"] for c in commands] == ["new", "status", "stop", "help"]
+    assert [c["name"] for c in commands] == [c.name for c in listed_commands()]
+    assert all(c["options"][0]["type"] == 3 and not c["options"][0]["required"]
+               for c in commands)
     assert all(1 <= len(c["description"]) <= 100 and c["description"][0].isupper()
                for c in commands)
 

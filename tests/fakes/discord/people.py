@@ -131,12 +131,17 @@ class DiscordPeople(DiscordGateway):
 
     # ---- interactions ----------------------------------------------------------------------------
 
-    def slash(self, name: str, channel_id: str, user: str = DEFAULT_USER) -> Interaction:
-        """``user`` runs /name in a channel (a DM channel or a guild's)."""
+    def slash(self, name: str, channel_id: str, user: str = DEFAULT_USER,
+              text: str | None = None) -> Interaction:
+        """``user`` runs /name in a channel (a DM channel or a guild's), with ``text`` in
+        its option when given."""
         channel = self.channels[channel_id]
         command = next((c for cs in self.commands.values() for c in cs if c["name"] == name),
                        None)
-        data = {"id": command["id"] if command else self.ids.next(), "name": name, "type": 1}
+        data: JSON = {"id": command["id"] if command else self.ids.next(), "name": name,
+                      "type": 1}
+        if text is not None:
+            data["options"] = [{"name": "text", "type": 3, "value": text}]
         return self._interact(2, channel, user, data)
 
     def click(self, message: SentMessage, custom_id: str, user: str = DEFAULT_USER,
