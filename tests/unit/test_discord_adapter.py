@@ -4,6 +4,8 @@ channels, the slash command catalogue, the token shape."""
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 
 import pytest
 from discord.http import Route
@@ -90,3 +92,11 @@ def test_token_and_user_id_shapes() -> None:
     assert platform.user_id_problem("alice") is not None
     with pytest.raises(ValueError, match="numbers written as strings"):
         DiscordSettings(allowed_users=["@alice"])
+
+
+def test_the_invite_url_asks_for_the_permissions_the_docs_list() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "discord.md").read_text("utf-8")
+    (asked,) = set(re.findall(r"permissions=(\d+)", doc))
+    listed = [int(v) for v in re.findall(r"^\| [A-Z][^|]+ \| (\d+) \|", doc, flags=re.M)]
+    assert len(listed) == 7 and sum(listed) == int(asked)
+    assert all(v & (v - 1) == 0 for v in listed)  # each one permission bit
