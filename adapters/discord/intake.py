@@ -60,6 +60,17 @@ class Intake:
         await self._stored(lambda: self._seen.saw(str(parsed.channel_id), str(message.id)))
         return result
 
+    async def edited(self, message: discord.Message) -> None:
+        """A message was edited: if it still waits for its turn, the agent gets the new text
+        (once answered, an edit changes nothing)."""
+        parsed = parse(message, self.me, self._settings.allow_bots)
+        if parsed is None or not await self._for_us(parsed):
+            return
+        text = normalise(message, parsed).text
+        if await self._stored(lambda: self._bridge.update_queued(PLATFORM, str(message.id),
+                                                                  text)):
+            log.info("queued Discord message %s updated by an edit", message.id)
+
     async def _for_us(self, parsed: Parsed) -> bool:
         if parsed.guild_id is not None and not self._settings.serves_guild(parsed.guild_id):
             return False

@@ -112,6 +112,15 @@ class DiscordPeople(DiscordGateway):
             self.dispatch("MESSAGE_CREATE", self._as_seen(payload))
         return payload
 
+    def edit(self, channel_id: str, message_id: str, text: str) -> JSON:
+        """The author edits their message (a mention stays a mention)."""
+        payload = self.channels[channel_id].messages[message_id]
+        mention = f"<@{self.bot_id}> " if payload["content"].startswith(f"<@{self.bot_id}>") \
+            else ""
+        payload.update(content=mention + text, edited_timestamp=iso_now())
+        self.dispatch("MESSAGE_UPDATE", self._as_seen(payload))
+        return payload
+
     def _as_seen(self, payload: JSON) -> JSON:
         """A message as the gateway shows it to this bot: without the Message Content intent,
         guild messages that do not mention it come with empty content."""
