@@ -126,6 +126,11 @@ async def test_a_crash_looping_agent_holds_up_only_its_own_chats(tmp_path: Path)
             assert body["agent"]["agents"]["default"]["state"] == "ready"
             assert body["agent"]["agents"]["coder"]["state"] != "ready"
             assert not replies(fake, OTHER_USER, "echo")  # it waits for its agent, kept
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                metrics = r.read().decode()
+            assert 'picobridge_agent_ready{agent="default"} 1.0' in metrics
+            assert 'picobridge_agent_ready{agent="coder"} 0.0' in metrics
+            assert 'picobridge_worker_up{agent="coder",worker="coder/w1"} 0.0' in metrics
         code, out, _ = await run_cli("sessions", "list", "--config", str(config))
         assert code == 0 and f"telegram:{OTHER_USER}" in out and "1 waiting" in out
 
