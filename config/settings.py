@@ -27,6 +27,7 @@ from pydantic_settings import (
 from picobridge.config.agents import check_agents, named_agents
 from picobridge.config.credentials import ConfigError, CredentialsSource, credential_files
 from picobridge.config.sections import (
+    VOICE_CREDENTIALS,
     AgentSettings,
     AttachmentSettings,
     BridgeSettings,
@@ -35,6 +36,7 @@ from picobridge.config.sections import (
     LogSettings,
     RouteSettings,
     StoreSettings,
+    VoiceSettings,
 )
 from picobridge.config.shapes import shape_problems
 
@@ -70,6 +72,7 @@ class CoreSettings(BaseSettings):
     routes: list[RouteSettings] = Field(default_factory=list)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
@@ -88,7 +91,7 @@ class CoreSettings(BaseSettings):
         return (
             init_settings,
             env_settings,
-            CredentialsSource(settings_cls, credential_files(cls._platforms)),
+            CredentialsSource(settings_cls, credential_files(cls._platforms) | VOICE_CREDENTIALS),
             TomlConfigSettingsSource(settings_cls),
         )
 
@@ -135,8 +138,8 @@ class CoreSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value configured, for the log redaction filter."""
-        return [secret for name, platform in self._platforms.items()
-                for secret in platform.secrets(self.section(name))]
+        return [*(secret for name, platform in self._platforms.items()
+                  for secret in platform.secrets(self.section(name))), *self.voice.secrets()]
 
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from picobridge.cli.errors import CliError
 from picobridge.config.settings import Settings
 from picobridge.contract import DEFAULT_AGENT, Adapter
 from picobridge.core.access import AccessPolicy
+from picobridge.core.answers import Answers
 from picobridge.core.commands import Commands
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.intake import Intake
@@ -34,7 +35,9 @@ from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
 from picobridge.core.routes import Route, Routing
+from picobridge.core.speech import speaker, transcriber
 from picobridge.core.switching import AgentSwitch
+from picobridge.core.voice import VoiceInbox, VoiceOut
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
@@ -70,6 +73,7 @@ class Daemon:
     http: HttpServer | None = None
     revocations: Revocations | None = None
     retries: Retries | None = None
+    voice: VoiceInbox | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -150,11 +154,16 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     agents = settings.named_agents()
     tasks = TaskSupervisor()
     dialogs = Dialogs(store, outbox, settings.bridge.dialog_timeout)
+    voice = settings.voice
+    answers = Answers(store, outbox, VoiceOut(speaker(voice), voice.reply,
+                                              outbound_files(settings), voice.timeout))
     router = Router(store, outbox, by_platform, pool,
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
                     coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs,
-                    turn_timeouts={name: a.turn_timeout for name, a in agents.items()})
+                    turn_timeouts={name: a.turn_timeout for name, a in agents.items()},
+                    answers=answers)
+    voice_in = VoiceInbox(transcriber(voice), store, router.enqueue, voice.timeout)
     http = HttpServer(settings.http.listen, ListenerLimits(
         settings.http.max_connections, settings.http.header_timeout,
         settings.http.body_timeout)) if settings.http.listen else None
@@ -168,10 +177,10 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     intake = Intake(store, router, outbox, access, commands, pool, http.app if http else None,
                     tell_after={name: a.restart_budget for name, a in agents.items()},
                     tasks=tasks, dialogs=dialogs, routing=routing, quotas=quotas,
-                    switch=switch)
+                    switch=switch, voice=voice_in)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
-                  Retries(store, router, outbox))
+                  Retries(store, router, outbox), voice_in)
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -249,6 +258,8 @@ async def stop(daemon: Daemon) -> None:
     grace = daemon.settings.agent.shutdown_timeout
     # Adapters keep accepting (durably) while turns finish and replies go out; they stop last
     # because delivering needs them.
+    if daemon.voice is not None:
+        await daemon.voice.stop()  # its messages are stored; the next start sends them
     await daemon.router.stop(grace)
     await daemon.pool.stop()
     await daemon.affinity.settle()

@@ -33,6 +33,7 @@ from picobridge.core.routes import Routing
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
 from picobridge.core.switching import AgentSwitch, CommandReply
+from picobridge.core.voice import VoiceInbox
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
 
@@ -49,11 +50,12 @@ class Intake:
                  *, tell_after: float | Mapping[str, float] = float("inf"),
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
                  routing: Routing | None = None, quotas: Quotas | None = None,
-                 switch: AgentSwitch | None = None) -> None:
+                 switch: AgentSwitch | None = None, voice: VoiceInbox | None = None) -> None:
         """A message arriving after no worker of its agent has been ready for `tell_after`
         seconds (per agent: its restart budget) gets a notice, once per chat and outage, so
         its sender knows it waits. `routing` picks each message's agent; `switch` takes the
-        clicks of /agent's buttons."""
+        clicks of /agent's buttons. With `voice`, a voice message is transcribed before it
+        joins its chat's queue."""
         self._switch = switch
         self._app = app
         self._agents = agents
@@ -65,6 +67,7 @@ class Intake:
         self._swept: set[str] = set()
         self._store = store
         self._router = router
+        self._queue = voice.take if voice is not None else router.enqueue
         self._outbox = outbox
         self._access = access
         self._commands = commands
@@ -115,7 +118,7 @@ class Intake:
                   message.platform_message_id, stored.session_id, agent)
         if self._quotas is not None and not await self._within_limits(message, stored.id):
             return SubmitResult.ACCEPTED
-        self._router.enqueue(stored)
+        self._queue(stored)
         await self._tell_if_agent_down(message, agent)
         return SubmitResult.ACCEPTED
 
@@ -213,7 +216,7 @@ class Intake:
         if typed is None:  # answered meanwhile (a button): an ordinary message after all
             stored = await self._store.record_inbound(message, agent)
             if stored is not None:
-                self._router.enqueue(stored)
+                self._queue(stored)
             return SubmitResult.ACCEPTED
         # Stored before the agent hears the answer: a store that refuses the message leaves
         # the question open for the platform's next offer of it.

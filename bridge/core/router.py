@@ -62,7 +62,8 @@ class Router:
                  agents: AgentPool, *, turn_timeout: float, max_attempts: int, coalesce: bool,
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 turn_timeouts: Mapping[str, float] | None = None) -> None:
+                 turn_timeouts: Mapping[str, float] | None = None,
+                 answers: Answers | None = None) -> None:
         self._store = store
         self._outbox = outbox
         self._progress = ProgressRelay(adapters)
@@ -78,7 +79,7 @@ class Router:
         self._idle = asyncio.Event()
         self._idle.set()
         self._supervisor = tasks if tasks is not None else TaskSupervisor()
-        self._answers = Answers(store, outbox)
+        self._answers = answers if answers is not None else Answers(store, outbox)
         self._dialogs = dialogs if dialogs is not None else Dialogs(store, outbox, 300.0)
         self._recording: set[asyncio.Task[None]] = set()
         self._closing: set[asyncio.Task[None]] = set()
@@ -299,10 +300,9 @@ class Router:
             turns = self._claim()
             if not turns:
                 continue
-            # One write for every turn this round starts (under load many lanes become
-            # ready at once), and the agent does not wait for it: the answer that settles
-            # these messages is stored only after it, and whatever puts them back in the
-            # queue waits for it first (_recorded).
+            # One write for every turn this round starts (under load many lanes become ready
+            # at once), and the agent does not wait for it: the answer that settles these
+            # messages is stored after it, and what puts them back waits for it (_recorded).
             self._record_dispatch([i for turn in turns for i in turn.ids])
             await self._start_all(turns)
 
