@@ -74,7 +74,7 @@ async def _list_sessions(store: Store, platform: str | None) -> int:
     return exit_codes.OK
 
 
-def _parse_user(settings: Settings, value: str) -> tuple[str, str]:
+def parse_user(settings: Settings, value: str) -> tuple[str, str]:
     name, sep, user = value.partition(":")
     platform = settings.platforms.get(name)
     if not sep or not user or platform is None:
@@ -91,7 +91,7 @@ async def access(settings: Settings, args: argparse.Namespace, argv: Sequence[st
         store = await open_existing_store(settings, argv)
         grants = [] if store is None else await _grants_closing(store)
         return _list_access(settings, grants)
-    platform, user = _parse_user(settings, args.user)
+    platform, user = parse_user(settings, args.user)
     store = await open_store_for_writing(settings, argv)
     held = 0
     try:

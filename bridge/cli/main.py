@@ -39,6 +39,8 @@ COMMANDS: dict[str, str] = {
     "sessions": "picobridge.cli.admin:sessions_command",
     "access": "picobridge.cli.admin:access_command",
     "failed": "picobridge.cli.dead_letters:failed_command",
+    "forget": "picobridge.cli.erasure:forget_command",
+    "export": "picobridge.cli.erasure:export_command",
     "init": "picobridge.cli.init:init_command",
     "echo-agent": "picobridge.cli.echo_agent:echo_agent_command",
 }

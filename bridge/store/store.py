@@ -14,6 +14,7 @@ from picobridge.store.chats import ChatTables
 from picobridge.store.connection import Database
 from picobridge.store.cursors import CursorTable
 from picobridge.store.dead_letters import DeadLetterTable
+from picobridge.store.erasure import ErasureTable
 from picobridge.store.figures import Figures
 from picobridge.store.grants import GrantTable
 from picobridge.store.inbound import InboundTable
@@ -23,5 +24,5 @@ from picobridge.store.replies import ReplyTable
 
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
-            Figures, QueuedTable, DeadLetterTable, QuotaTable, Database):
+            Figures, QueuedTable, DeadLetterTable, QuotaTable, ErasureTable, Database):
     pass
