@@ -71,7 +71,7 @@ async def test_seen_keeps_the_newest_message_of_the_most_recent_channels() -> No
 
 def test_the_slash_commands_come_from_the_bridge_catalogue() -> None:
     commands = catalogue(in_dms=True)
-    assert [c["name"] for c in commands] == ["new", "status", "stop", "help"]
+    assert [c["name"] for c in commands] == ["new", "status", "stop", "agent", "help"]
     assert all(1 <= len(c["description"]) <= 100 and c["description"][0].isupper()
                for c in commands)
 
