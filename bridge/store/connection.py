@@ -6,6 +6,12 @@ synchronous=FULL: every commit is on disk before it returns, so what a platform 
 received (a polling offset, an event ack) survives a power cut too, not only a killed daemon.
 (With NORMAL the last commits before an OS crash could roll back.) Group commit keeps the cost
 to one sync per batch.
+
+Some commits only keep bookkeeping whose loss in a power cut repeats a step that is already
+harmless to repeat (a dispatch mark, a sent mark): those are written unsynced (`_lazy`), still
+before their caller goes on, so a killed daemon loses none of them. The WAL is one file written
+in order, so the next synced commit carries them to disk with its own; one made while nothing
+synced follows is synced by a checkpoint within LAZY_SYNC seconds.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -31,6 +37,9 @@ from picobridge.store.schema import (
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+
+# How long an unsynced commit may wait for a synced one to carry it to disk.
+LAZY_SYNC = 1.0
 
 
 class StoreError(Exception):
@@ -77,6 +86,7 @@ class Database:
         self.path = path
         self._lock = asyncio.Lock()
         self._coalescers: list[Coalescer[Any, Any]] = []
+        self._sync_task: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, path: Path, *, migrate_schema: bool = True,
@@ -118,6 +128,9 @@ class Database:
         # still land: otherwise the next start would send that reply again.
         for pending in self._coalescers:
             await pending.settle()
+        if self._sync_task is not None:
+            self._sync_task.cancel()
+        # Closing the last connection checkpoints the WAL, synced: the lazy commits with it.
         await self._db.close()
 
     async def schema_version(self) -> int:
@@ -158,6 +171,36 @@ class Database:
             async with self._lock:
                 pass
         return list(await self._db.execute_fetchall(sql, params))
+
+    async def _lazy(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """`_all` for a write whose loss in a power cut only repeats a harmless step: committed
+        without its own sync (see the module's note)."""
+        while self._lock.locked():
+            async with self._lock:
+                pass
+        conn = self._db._conn  # the three statements must reach the database thread as one
+
+        def unsynced() -> list[Any]:
+            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return conn.execute(sql, params).fetchall()
+            finally:
+                conn.execute("PRAGMA synchronous=FULL")
+
+        rows = await self._db._execute(unsynced)  # type: ignore[no-untyped-call]
+        if self._sync_task is None:
+            self._sync_task = asyncio.create_task(self._sync_soon(), name="store-lazy-sync")
+        return list(rows)
+
+    async def _sync_soon(self) -> None:
+        await asyncio.sleep(LAZY_SYNC)
+        self._sync_task = None
+        # A passive checkpoint syncs the WAL first (the connection is synchronous=FULL); it
+        # never waits for readers. Under load, synced commits have done it already. Refused
+        # (a full disk, the connection closed, which checkpointed): the next synced commit
+        # carries the lazy ones all the same.
+        with suppress(aiosqlite.Error, ValueError):
+            await self._all("PRAGMA wal_checkpoint(PASSIVE)")
 
     async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = await self._all(sql, params)

@@ -104,8 +104,9 @@ class ReplyTable(Database):
         await self._mark_sent(outbox_id)
 
     async def _mark_sent_batch(self, ids: Sequence[int]) -> list[None]:
-        # The trigger marks the answered messages delivered in the same statement.
-        await self._all("UPDATE outbox SET status = 'sent', sent_at = ?,"
+        # The trigger marks the answered messages delivered in the same statement. Lost in a
+        # power cut, the reply is sent again after it, as if the cut came before this mark.
+        await self._lazy("UPDATE outbox SET status = 'sent', sent_at = ?,"
                         " attempts = attempts + 1 WHERE id IN (SELECT value FROM json_each(?))",
                         (time.time(), json.dumps(list(ids))))
         return [None] * len(ids)

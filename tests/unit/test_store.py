@@ -92,6 +92,24 @@ async def test_message_lifecycle_until_delivered(store: Store) -> None:
     assert (await store.counts())["delivered"] == 1
 
 
+async def test_unsynced_marks_are_committed_at_once_and_leave_the_connection_synced(
+        store: Store) -> None:
+    """A dispatch or sent mark skips its own sync, not its commit: another process (or this
+    one after a kill) reads it at once, and the next commits are synced again (FULL)."""
+    m = await store.record_inbound(msg(1))
+    assert m is not None
+    await store.mark_dispatched([m.id])
+    with sqlite3.connect(store.path) as other:
+        assert other.execute("SELECT status, attempts FROM inbound WHERE id = ?",
+                             (m.id,)).fetchone() == ("dispatched", 1)
+    stored = await store.add_reply(CHAT, OutgoingReply("answer"), settles=[m])
+    await store.mark_sent(stored.id)
+    with sqlite3.connect(store.path) as other:
+        assert other.execute("SELECT status FROM outbox WHERE id = ?",
+                             (stored.id,)).fetchone() == ("sent",)
+    assert await store._one("PRAGMA synchronous") == (2,)  # FULL
+
+
 async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:
     m = await store.record_inbound(msg(1))
     assert m is not None
