@@ -4,6 +4,7 @@ and the adapter built on demand (python-telegram-bot is imported only then)."""
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, ClassVar
 
 from picobridge.adapters.telegram.settings import TelegramSettings
@@ -53,6 +54,10 @@ class TelegramPlatform(Platform):
         return None
 
     def adapter(self, settings: Any) -> Adapter:
+        # python-telegram-bot imports httpx (its default transport, kept for proxies), and
+        # httpx then imports its command-line tool, with rich, click and pygments (6 MB
+        # resident), wherever those happen to be installed. A daemon never runs that tool.
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
         from picobridge.adapters.telegram.adapter import TelegramAdapter
 
         return TelegramAdapter(settings)
