@@ -189,7 +189,11 @@ def apply_snapshot(metrics: Metrics, snap: HealthSnapshot) -> None:
     for platform, age in snap.last_heard.items():
         metrics.set_last_event_age(platform, age)
     for worker in snap.workers:
-        metrics.set_worker(worker.name, up=worker.state == READY, busy=worker.busy)
+        metrics.set_worker(worker.name, up=worker.state == READY, busy=worker.busy,
+                           agent=worker.agent)
+    for agent in {w.agent for w in snap.workers}:
+        metrics.set_agent_ready(agent, any(w.state == READY for w in snap.workers
+                                           if w.agent == agent))
 
 
 async def take_snapshot(snapshot: SnapshotFn,
