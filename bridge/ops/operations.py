@@ -84,6 +84,8 @@ async def snapshot(sources: Sources, metrics: Metrics) -> HealthSnapshot:
         oldest_undelivered_age_seconds=await sources.store.oldest_open_age(),
         agent_grace_seconds=sources.agent_grace,
         failing=sources.failing(),
+        last_heard=sources.intake().last_heard,
+        silent=sources.intake().silent,
     )
 
 
@@ -99,7 +101,7 @@ def sync_metrics(sources: Sources, metrics: Metrics, router: RouterStats) -> Non
     metrics.sync_turn_totals(router.outcomes)
     metrics.sync_turn_latency(router.turn_seconds)
     for worker in sources.workers():
-        metrics.sync_worker(worker.name, worker.restarts, worker.turns)
+        metrics.sync_worker(worker.name, worker.restarts, worker.turns, worker.agent)
 
 
 def watchdog_healthy(sources: Sources, now: Callable[[], float] = time.monotonic) -> bool:

@@ -93,6 +93,8 @@ def fixed(snap: HealthSnapshot) -> SnapshotFn:
         ({"platforms": {"telegram": True, "slack": False}}, False),
         ({"platforms": {}}, True),  # nothing enabled to be disconnected (e.g. console chat)
         ({"failing": ("outbox",)}, False),
+        # Connected but silent: degraded (200), not down.
+        ({"platforms": {"slack": True}, "silent": {"slack": 130.0}}, True),
     ],
 )
 def test_verdict(changes: dict[str, Any], healthy: bool) -> None:
@@ -153,6 +155,7 @@ async def test_healthz_ok_body(client: Client) -> None:
             "agents": {"default": {"state": "ready", "workers_ready": 1, "workers": 1}},
         },
         "platforms": {"slack": "connected", "telegram": "connected"},
+        "platforms_last_event_seconds": {},
         "queue_depth": 3,
         "in_flight": 1,
         "outbox_pending": 2,
@@ -239,8 +242,9 @@ async def test_metrics_exposition_with_fresh_gauges(client: Client) -> None:
     assert values[("picobridge_outbox_pending", ())] == 2
     assert values[("picobridge_oldest_undelivered_age_seconds", ())] == pytest.approx(12.345)
     assert values[("picobridge_agent_up", ())] == 1
-    assert values[("picobridge_worker_up", (("worker", "w1"),))] == 1
-    assert values[("picobridge_worker_busy", (("worker", "w1"),))] == 1
+    assert values[("picobridge_worker_up", (("agent", "default"), ("worker", "w1")))] == 1
+    assert values[("picobridge_worker_busy", (("agent", "default"), ("worker", "w1")))] == 1
+    assert values[("picobridge_agent_ready", (("agent", "default"),))] == 1
 
 
 async def test_metrics_still_served_when_the_snapshot_fails(client: Client) -> None:
