@@ -11,15 +11,12 @@ from tests.e2e.matrix_support import (
     body,
     matrix_config,
     person,
-    synapse,
     synced,
 )
 from tests.e2e.media_support import PDF, PNG, put, script_reply
 from tests.harness import Daemon
 from tests.synapse.person import Event, Person
 from tests.synapse.server import Account, Synapse
-
-__all__ = ["synapse"]
 
 
 async def direct_room(me: Person, bot: Account) -> str:
@@ -89,20 +86,20 @@ async def test_streaming_edits_one_message_into_the_answer(tmp_path: Path,
 
 async def test_the_rate_limit_is_waited_out_in_order(tmp_path: Path,
                                                      synapse: Synapse) -> None:
-    bot = synapse.register(unlimited=False)  # Synapse's own limits: a burst of 10
+    bot = synapse.register(unlimited=False)  # Synapse's own limits: a burst of 10, then 1 per 5 s
     alice = synapse.register()
     config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="",
                            sections={"bridge": {"coalesce": False}}, agent={"turn_timeout": 90})
     async with Daemon(config) as daemon, person(synapse, alice) as me:
         await synced(daemon)
         room = await direct_room(me, bot)
-        for n in range(13):
+        for n in range(11):
             await me.say(room, f"n{n}")
-        await me.wait_until(lambda: len(me.messages_from(room, bot.user_id)) >= 13,
+        await me.wait_until(lambda: len(me.messages_from(room, bot.user_id)) >= 11,
                             timeout=90, what="every answer")
         await daemon.wait_for_log(r"not delivered \(Matrix rate limit: retry after")
         assert [body(e) for e in me.messages_from(room, bot.user_id)] == \
-            [f"echo: n{n}" for n in range(13)]
+            [f"echo: n{n}" for n in range(11)]
 
 
 async def test_files_are_received(tmp_path: Path, synapse: Synapse) -> None:
