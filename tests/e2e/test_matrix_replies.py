@@ -86,20 +86,20 @@ async def test_streaming_edits_one_message_into_the_answer(tmp_path: Path,
 
 async def test_the_rate_limit_is_waited_out_in_order(tmp_path: Path,
                                                      synapse: Synapse) -> None:
-    bot = synapse.register(unlimited=False)  # Synapse's own limits: a burst of 10, then 1 per 5 s
+    bot = synapse.register(unlimited=False)  # a burst of 2, then one every 3.3 s
     alice = synapse.register()
     config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="",
                            sections={"bridge": {"coalesce": False}}, agent={"turn_timeout": 90})
     async with Daemon(config) as daemon, person(synapse, alice) as me:
         await synced(daemon)
         room = await direct_room(me, bot)
-        for n in range(11):
+        for n in range(5):
             await me.say(room, f"n{n}")
-        await me.wait_until(lambda: len(me.messages_from(room, bot.user_id)) >= 11,
+        await me.wait_until(lambda: len(me.messages_from(room, bot.user_id)) >= 5,
                             timeout=90, what="every answer")
         await daemon.wait_for_log(r"not delivered \(Matrix rate limit: retry after")
         assert [body(e) for e in me.messages_from(room, bot.user_id)] == \
-            [f"echo: n{n}" for n in range(11)]
+            [f"echo: n{n}" for n in range(5)]
 
 
 async def test_files_are_received(tmp_path: Path, synapse: Synapse) -> None:

@@ -25,8 +25,8 @@ from typing import Any
 
 SERVER_NAME = "picobridge.test"
 START_TIMEOUT = 60.0
-# Synapse's own defaults for messages (a person's burst of 10, then 0.2 a second): the bot
-# meets real rate limits unless a test lifts them for it (`unlimited`).
+# A strict limit on messages (a burst of 2, then one every 3.3 s): an account meets real
+# M_LIMIT_EXCEEDED answers within a few messages, unless `register` lifts the limit for it.
 CONFIG = """\
 server_name: "{server_name}"
 pid_file: "{dir}/homeserver.pid"
@@ -58,6 +58,7 @@ url_preview_enabled: false
 presence:
   enabled: false
 enable_authenticated_media: true
+rc_message: {{per_second: 0.3, burst_count: 2}}
 rc_registration: {{per_second: 1000, burst_count: 1000}}
 rc_login:
   address: {{per_second: 1000, burst_count: 1000}}
