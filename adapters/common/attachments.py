@@ -81,8 +81,10 @@ class AttachmentPolicy:
             data += chunk
         return data
 
-    def accept(self, platform: str, name: str, data: bytes, mime: str | None) -> Attachment:
-        """Turn downloaded bytes into what the agent gets: inline text or a saved file."""
+    def accept(self, platform: str, name: str, data: bytes, mime: str | None,
+               duration: float | None = None) -> Attachment:
+        """Turn downloaded bytes into what the agent gets: inline text or a saved file
+        (`duration`: seconds of audio or video, where the platform said)."""
         self.check_size(name, len(data))
         if len(data) <= self._settings.inline_max_bytes and _looks_textual(mime, name) \
                 and b"\x00" not in data:
@@ -93,19 +95,24 @@ class AttachmentPolicy:
                 pass
         path = self._save(platform, name, data)
         return Attachment(name=safe_name(name), path=str(path), size=len(data),
-                          mime=mime or "application/octet-stream")
+                          mime=mime or "application/octet-stream", duration=duration)
 
     def _save(self, platform: str, name: str, data: bytes) -> Path:
         folder = (self._media_dir / safe_name(platform)).resolve()
-        folder.mkdir(parents=True, exist_ok=True)
+        for level in (folder.parent, folder):
+            if not level.is_dir():
+                # Private whatever the umask: people's files.
+                level.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.chmod(level, 0o700)
         stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{safe_name(name)}"
         for n in range(1000):
             candidate = folder / (stem if n == 0 else f"{n}-{stem}")
             try:
                 # O_EXCL: never overwrite, even if two files with one name arrive together.
-                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:
                 continue
+            os.fchmod(fd, 0o600)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             return candidate

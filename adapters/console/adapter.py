@@ -16,6 +16,7 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING, Any
 
+from picobridge.adapters.registry import CONSOLE
 from picobridge.contract import (
     Adapter,
     BridgeLink,
@@ -34,7 +35,7 @@ from picobridge.contract import (
 if TYPE_CHECKING:
     pass
 
-CONSOLE_CHAT = ChatRef("console", "local")
+CONSOLE_CHAT = ChatRef(CONSOLE, "local")
 
 
 class ConsoleAdapter(Adapter):
@@ -122,7 +123,7 @@ class ConsoleAdapter(Adapter):
                 self._answered[message_id] = waiter
                 result = await bridge.submit(InboundMessage(
                     chat=CONSOLE_CHAT, sender_id=self._user, sender_name=self._user,
-                    text=text, platform_message_id=message_id))
+                    text=text, platform_message_id=message_id, chat_kind="private"))
                 if result is not SubmitResult.ACCEPTED and result is not SubmitResult.COMMAND:
                     self._answered.pop(message_id, None)
                 elif not self._interactive:

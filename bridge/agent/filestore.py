@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from picobridge.contract import HEAD_BYTES, OutboundFile, OutgoingReply, file_type, safe_name
+from picobridge.private import FILE_MODE, private_dir
 
 log = logging.getLogger("picobridge.files")
 
@@ -71,7 +72,7 @@ def _keep(source: Path, target: Path) -> None:
         # not copy2, for the same reason.
         target.unlink(missing_ok=True)
         shutil.copyfile(source, target)
-        os.chmod(target, 0o640)
+        os.chmod(target, FILE_MODE)
 
 
 class OutboundFiles:
@@ -97,6 +98,18 @@ class OutboundFiles:
         if notes:
             text = "\n\n".join(part for part in (text.rstrip(), "\n".join(notes)) if part)
         return dataclasses.replace(reply, text=text, files=tuple(stored))
+
+    def keep_bytes(self, name: str, data: bytes) -> OutboundFile:
+        """A file the bridge made itself (a spoken answer), kept like an agent's."""
+        display = safe_name(name)
+        folder = self._store_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / display
+        target.write_bytes(data)
+        os.chmod(target, 0o640)
+        return OutboundFile(name=display, path=str(target), mime=file_type(data[:HEAD_BYTES],
+                                                                          display),
+                            size=len(data))
 
     def _allowed_dirs(self) -> list[Path]:
         dirs = []
@@ -134,11 +147,11 @@ class OutboundFiles:
     def _copy(self, file: OutboundFile, display: str, target: Path) -> OutboundFile:
         source = self._source(file, display) if file.content is None else None
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(target.parent)
             if source is None:
                 data = (file.content or "").encode("utf-8", "replace")
                 target.write_bytes(data)
-                os.chmod(target, 0o640)
+                os.chmod(target, FILE_MODE)
                 head = data[:HEAD_BYTES]
             else:
                 _keep(source, target)

@@ -5,15 +5,26 @@ allow and deny write one row beside a running daemon, which picks the change up 
 from __future__ import annotations
 
 import argparse
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
-from picobridge.cli.common import CliError, open_existing_store, open_store_for_writing, when
+from picobridge.cli.common import open_existing_store, open_store_for_writing, when
+from picobridge.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from picobridge.cli.invocation import Invocation
     from picobridge.config.settings import Settings
     from picobridge.store import Store
+
+
+def sessions_command(invocation: Invocation) -> int:
+    return asyncio.run(sessions(invocation.settings(), invocation.args, invocation.argv))
+
+
+def access_command(invocation: Invocation) -> int:
+    return asyncio.run(access(invocation.settings(), invocation.args, invocation.argv))
 
 
 async def sessions(settings: Settings, args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -40,10 +51,14 @@ async def sessions(settings: Settings, args: argparse.Namespace, argv: Sequence[
             print(f"{chat.key}: new session {session}")
             return exit_codes.OK
         current = await store.current_session(chat)
+        agents = await store.session_agents(chat)
         print(f"chat {chat.key}")
         for session, started, ended in await store.session_history(chat):
-            marker = " (current)" if session == current else ""
-            print(f"  {session}{marker}\tstarted {when(started)}\tended {when(ended)}")
+            # A chat keeps a current session with each agent it talked to: /agent resumes it.
+            marker = (" (current)" if session == current
+                      else " (kept for its agent)" if ended is None else "")
+            print(f"  {session}{marker}\tagent {agents.get(session, '?')}\tstarted "
+                  f"{when(started)}\tended {when(ended)}")
         return exit_codes.OK
     finally:
         await store.close()
@@ -54,12 +69,12 @@ async def _list_sessions(store: Store, platform: str | None) -> int:
     if not chats:
         print("no chats yet" + (f" on {platform}" if platform else ""))
     for info in chats:
-        print(f"{info.chat.key}\t{info.session_id}\tlast active {when(info.updated_at)}"
-              f"\t{info.open_messages} waiting")
+        print(f"{info.chat.key}\t{info.session_id}\tagent {info.agent}\tlast active "
+              f"{when(info.updated_at)}\t{info.open_messages} waiting")
     return exit_codes.OK
 
 
-def _parse_user(settings: Settings, value: str) -> tuple[str, str]:
+def parse_user(settings: Settings, value: str) -> tuple[str, str]:
     name, sep, user = value.partition(":")
     platform = settings.platforms.get(name)
     if not sep or not user or platform is None:
@@ -76,7 +91,7 @@ async def access(settings: Settings, args: argparse.Namespace, argv: Sequence[st
         store = await open_existing_store(settings, argv)
         grants = [] if store is None else await _grants_closing(store)
         return _list_access(settings, grants)
-    platform, user = _parse_user(settings, args.user)
+    platform, user = parse_user(settings, args.user)
     store = await open_store_for_writing(settings, argv)
     held = 0
     try:

@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from picobridge import exit_codes
+from picobridge.cli.errors import CliError
+from picobridge.private import private_dir
 
 
-class StateDirError(Exception):
+class StateDirError(CliError):
     """The state directory cannot be used by this user; one line naming path and fix."""
 
     code = exit_codes.DATABASE
@@ -77,6 +79,9 @@ def fix(path: Path, argv: Sequence[str]) -> str:
         return f"it belongs to {_user(owner)}: run `sudo -u {_user(owner)} {again}`, {elsewhere}"
     if existing == path and owner == os.geteuid():
         return f"give yourself access (`chmod u+rwx {path}`), {elsewhere}"
+    if existing == path:
+        # Root's folder, perhaps with root's files in it: all of it becomes this user's.
+        return f"make it {me}'s (`sudo chown -R {me}: {path}`), {elsewhere}"
     return f"make it {me}'s (`sudo install -d -o {me} {path}`), {elsewhere}"
 
 
@@ -99,6 +104,52 @@ def refuse_foreign(state_dir: Path, argv: Sequence[str]) -> None:
         f"out: run `sudo -u {name} {shlex.join(['picobridge', *argv])}`")
 
 
+def foreign_files(state_dir: Path) -> list[tuple[str, int]]:
+    """(name, owner) of what in `state_dir` belongs to another user and this one cannot write:
+    what a command run as root left in the service's folder (a database, its journal, the
+    lock). The access marker is left out: it is replaced, never written in place."""
+    if os.geteuid() == 0:
+        return []
+    found = []
+    try:
+        entries = sorted(os.scandir(state_dir), key=lambda e: e.name)
+    except OSError:
+        return []
+    for entry in entries:
+        if ".access-changed" in entry.name:
+            continue
+        try:
+            owner = entry.stat(follow_symlinks=False).st_uid
+        except OSError:
+            continue
+        need = os.W_OK | (os.X_OK if entry.is_dir(follow_symlinks=False) else 0)
+        if owner != os.geteuid() and not os.access(entry.path, need):
+            found.append((entry.name, owner))
+    return found
+
+
+def refuse_foreign_files(state_dir: Path, argv: Sequence[str]) -> None:
+    """Name the one command that gives `state_dir` back to this user, when another user's
+    files in it would make picobridge fail on them. In a state_dir of another user, the fix
+    is to be that user instead: giving their files away would lock them out."""
+    found = foreign_files(state_dir)
+    if not found:
+        return
+    me = _user(os.geteuid())
+    names = ", ".join(name for name, _ in found[:4]) + (", ..." if len(found) > 4 else "")
+    folder_owner = _owner(state_dir)
+    if folder_owner is not None and folder_owner != os.geteuid():
+        name = _user(folder_owner)
+        raise StateDirError(
+            f"state_dir {state_dir} belongs to {name} and {me} cannot write its files "
+            f"({names}): run `sudo -u {name} {shlex.join(['picobridge', *argv])}`")
+    owners = sorted({_user(owner) for _, owner in found})
+    raise StateDirError(
+        f"state_dir {state_dir} holds files of {' and '.join(owners)} that {me} cannot write "
+        f"({names}), left by picobridge run as {owners[0]} perhaps; give them to {me} once, "
+        f"as root: `chown -R {me}: {state_dir}`")
+
+
 def prepare(state_dir: Path, argv: Sequence[str], *, create: bool, announce: bool = False) -> bool:
     """Make sure this user can use `state_dir`: True when it exists (created if `create`,
     and said so on stderr if `announce`), False when it does not and was not to be made.
@@ -110,7 +161,7 @@ def prepare(state_dir: Path, argv: Sequence[str], *, create: bool, announce: boo
         if not state_dir.exists():
             if not create:
                 return False
-            state_dir.mkdir(parents=True)
+            private_dir(state_dir)
             if announce:
                 print(f"picobridge: created state_dir {state_dir} (set state_dir to choose "
                       "another)", file=sys.stderr)
@@ -120,4 +171,5 @@ def prepare(state_dir: Path, argv: Sequence[str], *, create: bool, announce: boo
     need = os.R_OK | os.X_OK | (os.W_OK if create else 0)
     if not os.access(state_dir, need):
         raise problem(state_dir, PermissionError(13, "Permission denied"), argv)
+    refuse_foreign_files(state_dir, argv)
     return True

@@ -45,6 +45,13 @@ from picobridge.contract.messages import (
     SubmitResult,
     scrub_surrogates,
 )
+from picobridge.contract.names import (
+    DEFAULT_AGENT,
+    DEFAULT_BOT,
+    bot_platform,
+    split_platform,
+    valid_name,
+)
 from picobridge.contract.platform import (
     Platform,
 )
@@ -62,6 +69,8 @@ from picobridge.contract.sniff import (
 __all__ = [
     "AGENT_IMAGE_TYPES",
     "BRIDGE_COMMANDS",
+    "DEFAULT_AGENT",
+    "DEFAULT_BOT",
     "HEAD_BYTES",
     "OGG_OPUS",
     "Adapter",
@@ -86,6 +95,7 @@ __all__ = [
     "StorageUnavailable",
     "SubmitResult",
     "agent_image_type",
+    "bot_platform",
     "file_type",
     "listed_commands",
     "ogg_opus",
@@ -93,4 +103,6 @@ __all__ = [
     "scrub_surrogates",
     "sniff_file",
     "sniff_mime",
+    "split_platform",
+    "valid_name",
 ]

@@ -25,6 +25,7 @@ BRIDGE_COMMANDS: tuple[BridgeCommand, ...] = (
     BridgeCommand("new", "start a fresh conversation (the agent forgets this one)"),
     BridgeCommand("status", "agent health, your place in the queue, your session"),
     BridgeCommand("stop", "drop your messages that are still waiting"),
+    BridgeCommand("agent", "which agent answers here; switch to another (/agent NAME)"),
     BridgeCommand("help", "what this bot does and its commands"),
     BridgeCommand("start", "say hello and explain the bot", listed=False),
 )

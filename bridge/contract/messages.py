@@ -62,18 +62,20 @@ class Attachment:
     path: str | None = None
     size: int | None = None
     mime: str | None = None
+    # Seconds, for audio and video the platform says the length of (a voice note).
+    duration: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in {
             "name": self.name, "content": self.content, "path": self.path,
-            "size": self.size, "mime": self.mime,
+            "size": self.size, "mime": self.mime, "duration": self.duration,
         }.items() if v is not None}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Attachment:
         return cls(
             name=str(data["name"]), content=data.get("content"), path=data.get("path"),
-            size=data.get("size"), mime=data.get("mime"),
+            size=data.get("size"), mime=data.get("mime"), duration=data.get("duration"),
         )
 
 
@@ -96,6 +98,9 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     reply_to: str | None = None
     sent_at: float | None = None
+    # "private" (a one-to-one chat with the bot) or "group" (anything shared), for routes
+    # that pick an agent by kind; None when the platform cannot tell.
+    chat_kind: str | None = None
 
 
 class ReplyKind(enum.StrEnum):

@@ -9,8 +9,16 @@ from __future__ import annotations
 import re
 
 from picobridge.agent.port import PoolStatus, WorkerState
-from picobridge.contract import BRIDGE_COMMANDS, ChatRef, listed_commands
+from picobridge.contract import (
+    BRIDGE_COMMANDS,
+    DEFAULT_AGENT,
+    ChatRef,
+    InboundMessage,
+    listed_commands,
+)
+from picobridge.core.quotas import Quotas
 from picobridge.core.router import Router
+from picobridge.core.switching import AgentSwitch, CommandReply
 from picobridge.store import Store
 
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@\S+)?(?:\s|$)")
@@ -27,6 +35,12 @@ HELP = help_text()
 COMMAND_NAMES = frozenset(command.name for command in BRIDGE_COMMANDS)
 
 
+def command_argument(text: str) -> str:
+    """What follows the command word: `/agent coder` -> "coder"."""
+    match = _COMMAND.match(text.strip())
+    return text.strip()[match.end():].strip() if match else ""
+
+
 def parse_command(text: str) -> str | None:
     """The bridge command a message is, or None for anything the agent should see."""
     match = _COMMAND.match(text.strip())
@@ -37,19 +51,30 @@ def parse_command(text: str) -> str | None:
 
 
 class Commands:
-    def __init__(self, store: Store, router: Router, agents: PoolStatus) -> None:
+    def __init__(self, store: Store, router: Router, agents: PoolStatus,
+                 quotas: Quotas | None = None, switch: AgentSwitch | None = None) -> None:
+        self._switch = switch
         self._store = store
         self._router = router
         self._agents = agents
+        self._quotas = quotas
 
-    async def run(self, name: str, chat: ChatRef) -> str:
+    async def run(self, name: str, chat: ChatRef, agent: str | None = None,
+                  sender: str | None = None,
+                  message: InboundMessage | None = None) -> str | CommandReply:
+        """Answer a command of `chat`, whose messages now go to `agent` (None: the agent it
+        talks to already); `message` is the command as it came (its sender, its argument)."""
+        if name == "agent" and message is not None and self._switch is not None:
+            return await self._switch.command(message, command_argument(message.text))
         if name == "new":
-            session = await self._store.new_session(chat)
+            session = await self._store.new_session(chat, agent)
             return f"Started a new conversation. Session: `{session}`"
         if name == "stop":
             return await self._stop(chat)
         if name == "status":
-            return await self._status(chat)
+            left = (await self._quotas.left(chat.platform, sender)
+                    if self._quotas is not None and sender is not None else None)
+            return await self._status(chat, agent) + (f"\n{left}" if left else "")
         if name == "start":
             return "Hello! " + HELP
         return HELP
@@ -63,14 +88,17 @@ class Commands:
             return waiting + "Stopping the reply being worked on."
         return waiting + "A reply already being worked on still arrives."
 
-    def _agent_line(self, session: str) -> list[str]:
-        workers = self._agents.infos()
+    def _agent_line(self, session: str, agent: str) -> list[str]:
+        everyone = self._agents.infos()
+        workers = [w for w in everyone if w.agent == agent] or everyone
         name = self._agents.assigned_worker(session)
         mine = next((w for w in workers if w.name == name), None)
         if mine is None:
             # Not placed yet: any ready worker will take it; show the best of them.
             mine = next((w for w in workers if w.state is WorkerState.READY), workers[0])
         label = f"worker {mine.name} " if len(workers) > 1 else ""
+        if len({w.agent for w in everyone}) > 1:
+            label = f"{agent}, {label}"
         line = (f"Agent: {label}{mine.state.value}" + (f" (pid {mine.pid})" if mine.pid else "")
                 + (f", {mine.restarts} restarts" if mine.restarts else ""))
         if len(workers) > 1:
@@ -81,10 +109,11 @@ class Commands:
             lines.append(f"Last problem: {mine.last_error}")
         return lines
 
-    async def _status(self, chat: ChatRef) -> str:
+    async def _status(self, chat: ChatRef, agent: str | None) -> str:
         status = self._router.status(chat)
-        session = await self._store.current_session(chat)
-        lines = self._agent_line(session)
+        session = await self._store.current_session(chat, agent)
+        agent = agent or await self._store.chat_agent(chat) or DEFAULT_AGENT
+        lines = self._agent_line(session, agent)
         if status.turn_running_for is not None:
             lines.append(f"Working on your message for {status.turn_running_for:.0f}s")
         if status.queued:

@@ -40,7 +40,7 @@ from picobridge.core.lanes import Lanes
 from picobridge.core.outbox import Outbox
 from picobridge.core.progress import ProgressRelay
 from picobridge.core.stats import ChatStatus, Histogram, RouterStats, bump
-from picobridge.core.turns import Turn, with_attempt
+from picobridge.core.turns import Turn, overdue, with_attempt
 from picobridge.store import Store, StoredMessage
 from picobridge.supervision import TaskSupervisor, keep
 
@@ -61,12 +61,15 @@ class Router:
     def __init__(self, store: Store, outbox: Outbox, adapters: Mapping[str, Adapter],
                  agents: AgentPool, *, turn_timeout: float, max_attempts: int, coalesce: bool,
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 turn_timeouts: Mapping[str, float] | None = None,
+                 answers: Answers | None = None) -> None:
         self._store = store
         self._outbox = outbox
         self._progress = ProgressRelay(adapters)
         self._agents = agents
         self._turn_timeout = turn_timeout
+        self._turn_timeouts = dict(turn_timeouts or {})  # per agent, where it differs
         self._max_attempts = max_attempts
         self._clock = clock
         self._lanes = Lanes(coalesce)
@@ -76,7 +79,7 @@ class Router:
         self._idle = asyncio.Event()
         self._idle.set()
         self._supervisor = tasks if tasks is not None else TaskSupervisor()
-        self._answers = Answers(store, outbox)
+        self._answers = answers if answers is not None else Answers(store, outbox)
         self._dialogs = dialogs if dialogs is not None else Dialogs(store, outbox, 300.0)
         self._recording: set[asyncio.Task[None]] = set()
         self._closing: set[asyncio.Task[None]] = set()
@@ -297,10 +300,9 @@ class Router:
             turns = self._claim()
             if not turns:
                 continue
-            # One write for every turn this round starts (under load many lanes become
-            # ready at once), and the agent does not wait for it: the answer that settles
-            # these messages is stored only after it, and whatever puts them back in the
-            # queue waits for it first (_recorded).
+            # One write for every turn this round starts (under load many lanes become ready
+            # at once), and the agent does not wait for it: the answer that settles these
+            # messages is stored after it, and what puts them back waits for it (_recorded).
             self._record_dispatch([i for turn in turns for i in turn.ids])
             await self._start_all(turns)
 
@@ -332,7 +334,7 @@ class Router:
         turns: list[Turn] = []
         skipped = []
         while (lane := self._lanes.next_waiting()) is not None:
-            worker = self._agents.place(lane.queue[0].session_id, self._busy)
+            worker = self._agents.place(lane.queue[0].session_id, self._busy, lane.queue[0].agent)
             if worker is None:
                 skipped.append(lane)
                 continue
@@ -387,14 +389,11 @@ class Router:
             await self._store.requeue(turn.ids, refund=True)
 
     async def _timeout_loop(self) -> None:
-        period = min(1.0, self._turn_timeout / 4)
+        period = min(1.0, self._turn_timeout / 4, *(t / 4 for t in self._turn_timeouts.values()))
         while True:
             await asyncio.sleep(period)
-            now = self._clock()
-            for turn in list(self._turns.values()):
-                if turn.sent and not turn.timed_out and \
-                        now - turn.last_activity > self._turn_timeout:
-                    turn.timed_out = True
-                    turn.worker.cancel_turn(turn.session,
-                                            f"turn timeout after {self._turn_timeout:g}s "
-                                            f"(chat {turn.chat.key})")
+            for turn, limit in overdue(list(self._turns.values()), self._clock(),
+                                       self._turn_timeouts, self._turn_timeout):
+                turn.timed_out = True
+                turn.worker.cancel_turn(turn.session, f"turn timeout after {limit:g}s "
+                                                      f"(chat {turn.chat.key})")

@@ -16,7 +16,7 @@ LISTED = [c.name for c in listed_commands()]
 
 
 def test_the_catalogue_offers_the_bridge_commands_and_hides_the_greeting() -> None:
-    assert LISTED == ["new", "status", "stop", "help"]
+    assert LISTED == ["new", "status", "stop", "agent", "help"]
     assert [c.name for c in BRIDGE_COMMANDS if not c.listed] == ["start"]
 
 

@@ -67,7 +67,7 @@ class Up:
     def infos(self) -> list[WorkerInfo]:
         return []
 
-    def down_since(self) -> float | None:
+    def down_since(self, agent: str | None = None) -> float | None:
         return None
 
     def assigned_worker(self, session: str) -> str | None:
