@@ -83,6 +83,13 @@ disable_existing_loggers: false
 """
 
 
+BIND_ATTEMPTS = 3
+
+
+class PortTaken(Exception):
+    """Another process bound the port between our picking it and Synapse binding it."""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -120,6 +127,18 @@ class Synapse:
             macaroon=secrets.token_hex(16), form=secrets.token_hex(16)))
 
     def start(self) -> Synapse:
+        """Start it and wait until it answers. Synapse needs its port in its config, so the
+        port is one the kernel handed out and released: should another process take it
+        meanwhile, Synapse cannot bind it and starts again on a fresh one."""
+        for _ in range(BIND_ATTEMPTS - 1):
+            try:
+                return self._start()
+            except PortTaken:
+                self.port = free_port()
+                self._write_config()
+        return self._start()
+
+    def _start(self) -> Synapse:
         started = time.monotonic()
         out = (self.dir / "stdout.log").open("ab")
         self.proc = subprocess.Popen(
@@ -130,6 +149,8 @@ class Synapse:
         deadline = started + START_TIMEOUT
         while True:
             if self.proc.poll() is not None:
+                if "Address already in use" in self.log_tail():
+                    raise PortTaken(self.port)
                 raise RuntimeError(f"synapse exited with {self.proc.returncode}: "
                                    f"{self.log_tail()}")
             with contextlib.suppress(OSError):
