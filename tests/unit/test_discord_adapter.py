@@ -4,6 +4,8 @@ channels, the slash command catalogue, the token shape."""
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 
 import pytest
 from discord.http import Route
@@ -15,6 +17,7 @@ from picobridge.adapters.discord.platform import DiscordPlatform
 from picobridge.adapters.discord.render import escape, render
 from picobridge.adapters.discord.seen import Seen
 from picobridge.adapters.discord.settings import DiscordSettings
+from picobridge.contract import listed_commands
 
 
 def test_discord_syntax_is_escaped_outside_code_only() -> None:
@@ -71,7 +74,9 @@ async def test_seen_keeps_the_newest_message_of_the_most_recent_channels() -> No
 
 def test_the_slash_commands_come_from_the_bridge_catalogue() -> None:
     commands = catalogue(in_dms=True)
-    assert [c["name"] for c in commands] == ["new", "status", "stop", "agent", "help"]
+    assert [c["name"] for c in commands] == [c.name for c in listed_commands()]
+    assert all(c["options"][0]["type"] == 3 and not c["options"][0]["required"]
+               for c in commands)
     assert all(1 <= len(c["description"]) <= 100 and c["description"][0].isupper()
                for c in commands)
 
@@ -87,3 +92,11 @@ def test_token_and_user_id_shapes() -> None:
     assert platform.user_id_problem("alice") is not None
     with pytest.raises(ValueError, match="numbers written as strings"):
         DiscordSettings(allowed_users=["@alice"])
+
+
+def test_the_invite_url_asks_for_the_permissions_the_docs_list() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "discord.md").read_text("utf-8")
+    (asked,) = set(re.findall(r"permissions=(\d+)", doc))
+    listed = [int(v) for v in re.findall(r"^\| [A-Z][^|]+ \| (\d+) \|", doc, flags=re.M)]
+    assert len(listed) == 7 and sum(listed) == int(asked)
+    assert all(v & (v - 1) == 0 for v in listed)  # each one permission bit
