@@ -24,6 +24,8 @@ from picobridge.agent.port import (
     AgentListener,
     AgentRequest,
     AgentUnavailable,
+    ControlRequest,
+    ControlResult,
     Failure,
     Reply,
     WorkerInfo,
@@ -121,6 +123,15 @@ class AgentWorker:
             await child.driver.answer_dialog(request_id, answer)
         except (TimeoutError, OSError) as exc:
             self.restart(f"cannot write to agent: {exc.__class__.__name__}")
+
+    async def control(self, request: ControlRequest) -> ControlResult:
+        child = self._child
+        if child is None or not self.ready:
+            raise AgentUnavailable(f"worker {self._name} not ready")
+        try:
+            return await child.driver.control(request)
+        except (TimeoutError, OSError, ConnectionError) as exc:
+            raise AgentUnavailable(f"worker {self._name}: {exc.__class__.__name__}") from exc
 
     def cancel_turn(self, session: str, reason: str) -> None:
         child = self._child

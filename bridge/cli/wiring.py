@@ -21,9 +21,13 @@ from picobridge.agent.worker import AgentWorker
 from picobridge.config.settings import Settings
 from picobridge.contract import Adapter
 from picobridge.core.access import AccessPolicy
+from picobridge.core.choices import SessionChoices
 from picobridge.core.commands import Commands
+from picobridge.core.controls import AgentControls
 from picobridge.core.dialogs import Dialogs
+from picobridge.core.history import History
 from picobridge.core.intake import Intake
+from picobridge.core.modes import BusyModes
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.ops.health import agent_grace_seconds
@@ -80,7 +84,8 @@ def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
         log.info("agent.max_in_flight %d is more than %s takes: %d turn(s) per worker",
                  agent.max_in_flight, agent.protocol, per_worker)
     return WorkerPool(workers, max_in_flight=per_worker, weights=weights,
-                      portable=driver.sessions_portable, assigned=assigned, on_assign=on_assign)
+                      portable=driver.sessions_portable, assigned=assigned, on_assign=on_assign,
+                      capabilities=driver.capabilities())
 
 
 class AffinityRecorder:
@@ -108,6 +113,15 @@ class AffinityRecorder:
         await asyncio.gather(*self._writes, return_exceptions=True)
 
 
+def build_commands(settings: Settings, store: Store, router: Router, pool: WorkerPool,
+                   choices: SessionChoices) -> Commands:
+    controls = AgentControls(store, router, choices, settings.agent.models)
+    modes = BusyModes(store, settings.bridge.busy_mode, pool.capabilities)
+    router.busy_modes = modes
+    handlers = {**controls.handlers(), **History(store).handlers(), **modes.handlers()}
+    return Commands(store, router, pool, handlers, controls.status_lines)
+
+
 async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]) -> Daemon:
     by_platform = {a.platform: a for a in adapters}
     outbox = Outbox(store, by_platform)
@@ -116,12 +130,14 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     pool = build_pool(settings, await store.worker_assignments(), affinity)
     tasks = TaskSupervisor()
     dialogs = Dialogs(store, outbox, settings.bridge.dialog_timeout)
+    choices = SessionChoices(store)
     router = Router(store, outbox, by_platform, pool,
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
-                    coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs)
+                    coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs,
+                    choices=choices)
     http = HttpServer(settings.http.listen) if settings.http.listen else None
-    commands = Commands(store, router, pool)
+    commands = build_commands(settings, store, router, pool, choices)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
                     tasks=tasks, dialogs=dialogs)

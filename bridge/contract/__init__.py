@@ -11,8 +11,11 @@ from picobridge.contract.adapter import (
     Adapter,
 )
 from picobridge.contract.commands import (
+    AGENT_COMMANDS,
+    ALL_COMMANDS,
     BRIDGE_COMMANDS,
     BridgeCommand,
+    catalogue,
     listed_commands,
 )
 from picobridge.contract.dialogs import (
@@ -46,6 +49,8 @@ from picobridge.contract.platform import (
 )
 
 __all__ = [
+    "AGENT_COMMANDS",
+    "ALL_COMMANDS",
     "BRIDGE_COMMANDS",
     "Adapter",
     "Attachment",
@@ -67,6 +72,7 @@ __all__ = [
     "ReplyKind",
     "StorageUnavailable",
     "SubmitResult",
+    "catalogue",
     "listed_commands",
     "scrub_surrogates",
 ]

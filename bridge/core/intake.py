@@ -14,8 +14,17 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from picobridge.agent.port import PoolStatus
-from picobridge.contract import ChatRef, DialogAnswer, InboundMessage, ReplyKind, SubmitResult
+from picobridge.contract import (
+    BridgeCommand,
+    ChatRef,
+    DialogAnswer,
+    InboundMessage,
+    ReplyKind,
+    SubmitResult,
+    catalogue,
+)
 from picobridge.core.access import AccessPolicy, denial_text
+from picobridge.core.command_reply import CommandReply
 from picobridge.core.commands import Commands, parse_command
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.outbox import Outbox
@@ -81,7 +90,7 @@ class Intake:
             return SubmitResult.DENIED
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
-            return await self._command(command, message)
+            return await self._command(*command, message)
         if self._dialogs is not None and self._dialogs.asking(chat) is not None:
             return await self._typed_answer(message)
         stored = await self._store.record_inbound(message)
@@ -92,7 +101,7 @@ class Intake:
         bump(self._received, platform)
         log.debug("received platform=%s chat=%s id=%s session=%s", platform, chat.key,
                   message.platform_message_id, stored.session_id)
-        self._router.enqueue(stored)
+        await self._router.arrive(stored)
         await self._tell_if_agent_down(message)
         return SubmitResult.ACCEPTED
 
@@ -116,17 +125,42 @@ class Intake:
             # The message itself is stored: the platform must hear that it arrived.
             log.exception("could not store the agent-down notice chat=%s", chat.key)
 
-    async def _command(self, name: str, message: InboundMessage) -> SubmitResult:
+    async def _command(self, name: str, argument: str, message: InboundMessage
+                       ) -> SubmitResult:
         platform = message.chat.platform
         if await self._store.seen(platform, message.platform_message_id):
             bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
-        reply = await self._commands.run(name, message.chat)
-        stored = await self._store.record_command(message, reply)
-        if stored is not None:
-            self._outbox.deliver(stored)
+        reply = await self._commands.run(name, message.chat, argument)
+        if reply.options and reply.chosen is not None and self._dialogs is not None:
+            dialog = self._dialogs.offer(message.chat, reply.title, reply.options,
+                                         self._menu_choice(message, reply))
+            stored = await self._store.record_command(message, reply.text, ReplyKind.QUESTION)
+            if stored is not None:
+                self._outbox.deliver(stored, dialog=dialog)
+        else:
+            stored = await self._store.record_command(message, reply.text)
+            if stored is not None:
+                self._outbox.deliver(stored)
         log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
         return SubmitResult.COMMAND
+
+    def _menu_choice(self, message: InboundMessage, reply: CommandReply
+                     ) -> Callable[[str], Awaitable[None]]:
+        """What a click on one of a command's buttons does: the command's answer to it, told
+        to the chat like any command's."""
+        chosen = reply.chosen
+        assert chosen is not None
+
+        async def run(value: str) -> None:
+            text = await chosen(value)
+            self._outbox.deliver(await self._store.add_reply(
+                message.chat, ReplyKind.NOTICE, text, reply_to=message.reply_to))
+
+        return run
+
+    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+        return catalogue(self._commands.capabilities.commands)
 
     async def _typed_answer(self, message: InboundMessage) -> SubmitResult:
         """The chat's open question takes this message as its answer, not the agent."""

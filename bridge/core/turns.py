@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from picobridge.agent.port import Worker
 from picobridge.contract import ChatRef
@@ -25,6 +25,13 @@ class Turn:
     # The person asked to stop it (/stop): if its agent must be killed for that, the turn
     # ends there instead of being sent again.
     stopping: bool = False
+    # Messages sent into the running turn (busy modes steer, followup) by their tag, until
+    # the agent's answer says what became of them.
+    pending: dict[str, StoredMessage] = field(default_factory=dict)
+    # A new message asked to stop this turn (busy mode interrupt): once it ends stopped, its
+    # messages go to the agent again with the new one.
+    interrupted: bool = False
+    noted: bool = False  # the chat was told its mode falls back (once per turn)
 
     @property
     def ids(self) -> list[int]:

@@ -83,8 +83,10 @@ class InboundTable(Database):
         async with self._lock:
             return await _seen(self._db, platform, platform_msg_id)
 
-    async def record_command(self, msg: InboundMessage, reply: str) -> StoredReply | None:
-        """Record a handled bridge command and its reply together; None when seen before."""
+    async def record_command(self, msg: InboundMessage, reply: str,
+                             kind: ReplyKind = ReplyKind.NOTICE) -> StoredReply | None:
+        """Record a handled bridge command and its reply together (a NOTICE, or a QUESTION
+        offering choices); None when seen before."""
         now = time.time()
         msg, reply = clean_inbound(msg), clean(reply)
         async with self._tx() as db:
@@ -103,11 +105,11 @@ class InboundTable(Database):
             out = await db.execute(
                 "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (msg.chat.key, session_id, ReplyKind.NOTICE.value, reply, msg.reply_to, now))
+                (msg.chat.key, session_id, kind.value, reply, msg.reply_to, now))
             await db.execute("UPDATE inbound SET outbox_id = ? WHERE id = ?",
                              (out.lastrowid, inbound_id))
         assert out.lastrowid is not None
-        return StoredReply(out.lastrowid, msg.chat, ReplyKind.NOTICE, reply, msg.reply_to, None,
+        return StoredReply(out.lastrowid, msg.chat, kind, reply, msg.reply_to, None,
                            (msg.platform_message_id,), 0)
 
     async def mark_dispatched(self, ids: Sequence[int]) -> None:

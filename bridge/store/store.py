@@ -17,8 +17,9 @@ from picobridge.store.figures import Figures
 from picobridge.store.grants import GrantTable
 from picobridge.store.inbound import InboundTable
 from picobridge.store.replies import ReplyTable
+from picobridge.store.settings import SettingsTables
 
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
-            Figures, Database):
+            SettingsTables, Figures, Database):
     pass

@@ -33,7 +33,7 @@ from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.core.turns import Turn
 from picobridge.store import Store
-from tests.unit.test_router import Recorder, ScriptedAgent
+from tests.unit.test_router import NO_CAPABILITIES, Recorder, ScriptedAgent
 
 CHAT = ChatRef("test", "c1")
 
@@ -68,6 +68,8 @@ class Up:
 
     def down_since(self) -> float | None:
         return None
+
+    capabilities = NO_CAPABILITIES
 
     def assigned_worker(self, session: str) -> str | None:
         return None

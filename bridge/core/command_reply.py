@@ -1,0 +1,23 @@
+"""What a chat command answers (core/commands.py runs them)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from picobridge.contract import ChatRef
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReply:
+    """A text, or a menu (`options` as buttons where the platform has them; `chosen` runs on
+    a click and returns what to tell the person)."""
+
+    text: str
+    options: tuple[str, ...] = ()
+    title: str = ""
+    chosen: Callable[[str], Awaitable[str]] | None = None
+
+
+# A command's handler: (its argument, the chat) -> its answer.
+Handler = Callable[[str, ChatRef], Awaitable[CommandReply]]
