@@ -32,13 +32,16 @@ from picobridge.core.router import Router
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
 from picobridge.store import Store
-from picobridge.supervision import TaskSupervisor
+from picobridge.supervision import TaskSupervisor, keep
 
 log = logging.getLogger("picobridge.intake")
 
 AGENT_DOWN_TEXT = ("⏳ The agent is not available right now. Your message is saved and will be "
                    "answered as soon as it is back.")
 MAX_TOLD = 100_000  # chats remembered as told during one outage
+# How long a command may take before it is answered in the background (seconds).
+COMMAND_INLINE = 3.0
+WORKING_ON_IT = "⏳ On it: the answer follows here."
 
 
 class Intake:
@@ -68,6 +71,7 @@ class Intake:
         self._storage = StorageGuard()
         self._tasks = tasks if tasks is not None else TaskSupervisor()
         self._dialogs = dialogs
+        self._later: set[asyncio.Task[None]] = set()  # commands answered in the background
 
     def stats(self) -> IntakeStats:
         return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
@@ -131,19 +135,51 @@ class Intake:
         if await self._store.seen(platform, message.platform_message_id):
             bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
-        reply = await self._commands.run(name, message.chat, argument)
-        if reply.options and reply.chosen is not None and self._dialogs is not None:
-            dialog = self._dialogs.offer(message.chat, reply.title, reply.options,
-                                         self._menu_choice(message, reply))
-            stored = await self._store.record_command(message, reply.text, ReplyKind.QUESTION)
-            if stored is not None:
-                self._outbox.deliver(stored, dialog=dialog)
+        # A command that waits for the agent (/compact, a model list while it starts) must not
+        # hold up the platform's other messages: after a moment it answers in the background.
+        running = asyncio.ensure_future(self._commands.run(name, message.chat, argument))
+        await asyncio.wait({running}, timeout=COMMAND_INLINE)
+        if running.done():
+            await self._answer_command(message, running.result(), first=True)
         else:
-            stored = await self._store.record_command(message, reply.text)
+            stored = await self._store.record_command(message, WORKING_ON_IT)
             if stored is not None:
                 self._outbox.deliver(stored)
+                keep(self._later, self._answer_later(message, running), f"command-{name}")
+            else:
+                running.cancel()
         log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
         return SubmitResult.COMMAND
+
+    async def _answer_later(self, message: InboundMessage,
+                            running: asyncio.Future[CommandReply]) -> None:
+        try:
+            reply = await running
+        except Exception as exc:
+            log.exception("command in chat=%s failed", message.chat.key)
+            reply = CommandReply(f"⚠️ That did not work ({exc.__class__.__name__}).")
+        await self._answer_command(message, reply, first=False)
+
+    async def _answer_command(self, message: InboundMessage, reply: CommandReply, *,
+                              first: bool) -> None:
+        """Store a command's answer with the command (`first`) or after it, and send it."""
+        chat = message.chat
+        menu = bool(reply.options and reply.chosen is not None and self._dialogs is not None)
+        kind = ReplyKind.QUESTION if menu else ReplyKind.NOTICE
+        if first:
+            stored = await self._store.record_command(message, reply.text, kind)
+        else:
+            stored = await self._store.add_reply(chat, kind, reply.text,
+                                                 reply_to=message.reply_to)
+        if stored is None:
+            return
+        if menu:
+            assert self._dialogs is not None
+            dialog = self._dialogs.offer(chat, reply.title, reply.options,
+                                         self._menu_choice(message, reply))
+            self._outbox.deliver(stored, dialog=dialog)
+        else:
+            self._outbox.deliver(stored)
 
     def _menu_choice(self, message: InboundMessage, reply: CommandReply
                      ) -> Callable[[str], Awaitable[None]]:

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 
 from picobridge.agent.port import (
     AgentPool,
-    AgentUnavailable,
     ControlKind,
     ControlRequest,
     ControlResult,
@@ -41,11 +40,16 @@ class Reservations:
         self._freed.clear()
 
     async def models(self) -> ControlResult:
-        """The models the agent offers, from any ready worker (no session involved)."""
-        for worker in self._agents.workers:
-            if worker.ready:
-                return await worker.control(ControlRequest(ControlKind.MODELS))
-        raise AgentUnavailable("no agent is ready")
+        """The models the agent offers, from any ready worker (no session involved); waits up
+        to agent.turn_timeout for one to be ready."""
+        async with asyncio.timeout(self._turn_timeout):
+            while True:
+                for worker in self._agents.workers:
+                    if worker.ready:
+                        return await worker.control(ControlRequest(ControlKind.MODELS))
+                waiter = asyncio.get_running_loop().create_future()
+                self._freed.append(waiter)
+                await waiter
 
     async def control(self, chat: ChatRef, session: str, kind: ControlKind,
                       argument: str = "") -> ControlResult:

@@ -24,6 +24,11 @@ class PastSession:
     messages: int  # messages to the agent (bridge commands not counted)
 
 
+# A message for the agent, not a bridge command: a command's reply is stored with it and
+# settles nothing (an answer of the agent settles the messages it answers).
+_TO_AGENT = "(o.id IS NULL OR o.settles IS NOT NULL)"
+
+
 class SettingsTables(Database):
     async def session_choice(self, session_id: str) -> SessionChoice:
         row = await self._one("SELECT model, thinking FROM session_settings WHERE session_id = ?",
@@ -57,11 +62,9 @@ class SettingsTables(Database):
         rows = await self._all(
             "SELECT s.session_id, s.created_at,"
             " (SELECT i.text FROM inbound i LEFT JOIN outbox o ON o.id = i.outbox_id"
-            "   WHERE i.session_id = s.session_id AND NOT (o.kind IS 'notice'"
-            "   AND o.settles IS NULL) ORDER BY i.id LIMIT 1),"
+            f"   WHERE i.session_id = s.session_id AND {_TO_AGENT} ORDER BY i.id LIMIT 1),"
             " (SELECT COUNT(*) FROM inbound i LEFT JOIN outbox o ON o.id = i.outbox_id"
-            "   WHERE i.session_id = s.session_id AND NOT (o.kind IS 'notice'"
-            "   AND o.settles IS NULL) AND i.status != 'dropped')"
+            f"   WHERE i.session_id = s.session_id AND {_TO_AGENT} AND i.status != 'dropped')"
             " FROM sessions s WHERE s.chat_key = ? ORDER BY s.created_at DESC, s.rowid DESC"
             " LIMIT ?", (chat.key, limit))
         return [PastSession(str(r[0]), float(r[1]), str(r[2] or ""), int(r[3])) for r in rows]
