@@ -44,7 +44,7 @@ RUN groupadd --system --gid 10001 picobridge \
 # `picobridge health` (the HEALTHCHECK) asks 127.0.0.1. It overrides http.listen from a config
 # file, so change the port here (-e) rather than there.
 # CREDENTIALS_DIRECTORY: Docker and Compose secrets appear in /run/secrets; settings read
-# telegram_token, slack_bot_token, slack_app_token and slack_signing_secret from it exactly
+# telegram_token, slack_bot_token, slack_app_token, slack_signing_secret and discord_token from it exactly
 # like systemd credentials. Files that are absent are simply not used.
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 PLATFORMS: dict[str, str] = {
     "telegram": "picobridge.adapters.telegram.platform:TelegramPlatform",
     "slack": "picobridge.adapters.slack.platform:SlackPlatform",
+    "matrix": "picobridge.adapters.matrix.platform:MatrixPlatform",
+    "discord": "picobridge.adapters.discord.platform:DiscordPlatform",
 }
 
 

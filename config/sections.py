@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -102,6 +103,12 @@ class AttachmentSettings(Section):
 
 class HttpSettings(Section):
     listen: str | None = None
+    max_connections: int = Field(default=256, ge=1)
+    header_timeout: float = Field(default=10.0, gt=0)
+    body_timeout: float = Field(default=30.0, gt=0)
+    # Seconds `run` tries again for a port another process holds (the previous instance during
+    # a deploy, say) before it exits with a code systemd restarts on.
+    listen_retry: NonNegativeFloat = 30.0
 
     @field_validator("listen")
     @classmethod

@@ -84,10 +84,12 @@ class Daemon:
     """A `picobridge run` (or `chat`) subprocess whose stderr log is collected line by line."""
 
     def __init__(self, config_path: Path, command: str = "run",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None,
+                 preexec: Callable[[], None] | None = None) -> None:
         self.config_path = config_path
         self.command = command
         self.env = env
+        self.preexec = preexec  # runs in the child before picobridge (e.g. setrlimit)
         self.proc: asyncio.subprocess.Process | None = None
         self.log_lines: list[str] = []
         self.stdout_lines: list[str] = []
@@ -98,7 +100,8 @@ class Daemon:
         self.proc = await asyncio.create_subprocess_exec(
             *picobridge_argv(self.command, "--config", str(self.config_path)),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=cli_env(self.env), cwd=REPO)
+            stderr=asyncio.subprocess.PIPE, env=cli_env(self.env), cwd=REPO,
+            preexec_fn=self.preexec)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._readers = [
             asyncio.create_task(self._collect(self.proc.stderr, self.log_lines)),

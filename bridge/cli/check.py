@@ -4,6 +4,7 @@ parts are. Nothing printed here may contain a secret."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import sqlite3
 import sys
@@ -17,7 +18,9 @@ from picobridge.agent.protocols import driver_class
 from picobridge.cli import statedir
 from picobridge.cli.agent_hint import missing_agent
 from picobridge.cli.common import CliError
+from picobridge.cli.instance import holder
 from picobridge.config.settings import Settings, default_config_path
+from picobridge.ops import listen
 from picobridge.ops.logs import RedactingFormatter
 from picobridge.store.schema import available_migrations
 
@@ -97,6 +100,23 @@ def _workdir_problem(settings: Settings, argv: list[str]) -> str | None:
     return None
 
 
+def _listener(settings: Settings) -> tuple[bool, str]:
+    """Bind http.listen and let go: what `run` will need. In use by the daemon of this
+    state_dir is as it should be."""
+    address = settings.http.listen
+    assert address is not None
+    try:
+        listen.probe(address)
+    except OSError as exc:
+        running = holder(settings.state_dir) if exc.errno == errno.EADDRINUSE else None
+        if running is not None:
+            pid = f" (pid {running})" if running else ""
+            return True, (f"{address} is in use, and a picobridge{pid} runs on this "
+                          "state_dir: presumably it is serving it")
+        return False, listen.why_not(address, exc)
+    return True, f"{address} can be had"
+
+
 async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
     """Start every worker's command once (concurrently: each may take ready_timeout)."""
     agent = settings.agent
@@ -135,6 +155,8 @@ async def run_check(invocation: Invocation) -> int:
     report.line("config", True, str(path or "defaults and environment"))
     ok, text = _database(settings, invocation.argv)
     report.line("database", ok, text)
+    if settings.http.listen is not None:
+        report.line("http", *_listener(settings))
     await _agents(report, settings, invocation.argv)
 
     from picobridge.adapters.registry import enabled_platforms

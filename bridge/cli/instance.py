@@ -52,6 +52,26 @@ class InstanceLock:
             self._fd = None
 
 
+def holder(state_dir: Path) -> int | None:
+    """The pid of the picobridge holding `state_dir` (0 when it did not say), None when none
+    does. Creates nothing."""
+    try:
+        fd = os.open(state_dir / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        with contextlib.suppress(OSError, ValueError):
+            return int(os.pread(fd, 32, 0).decode().strip())
+        return 0
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
+
+
 def _holder(fd: int) -> str:
     with contextlib.suppress(OSError, ValueError):
         pid = int(os.pread(fd, 32, 0).decode().strip())

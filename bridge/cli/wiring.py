@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +31,11 @@ from picobridge.core.intake import Intake
 from picobridge.core.modes import BusyModes
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
+from picobridge.ops import listen
+from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
 from picobridge.ops.http_server import HttpServer
+from picobridge.ops.listener_guard import ListenerLimits
 from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
@@ -136,7 +140,9 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     max_attempts=settings.bridge.max_attempts,
                     coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs,
                     choices=choices)
-    http = HttpServer(settings.http.listen) if settings.http.listen else None
+    http = HttpServer(settings.http.listen, ListenerLimits(
+        settings.http.max_connections, settings.http.header_timeout,
+        settings.http.body_timeout)) if settings.http.listen else None
     commands = build_commands(settings, store, router, pool, choices)
     intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
@@ -164,21 +170,37 @@ def sources(daemon: Daemon) -> Sources:
 
 
 async def start(daemon: Daemon) -> None:
-    # Outbox first: what the last run left undelivered goes out before anything the router
-    # stores while it loads (a give-up notice), and is not read back a second time.
-    await daemon.outbox.start()
-    await daemon.router.start()
-    daemon.pool.start(daemon.router)
-    for adapter in daemon.adapters.values():
-        await adapter.start(daemon.intake)
-        log.info("platform %s started", adapter.platform)
-    if daemon.http is not None:
-        try:
-            await daemon.http.start()
-        except OSError as exc:  # the port is taken, the host is not ours or not a host
-            reason = exc.strerror or str(exc)
-            raise StartupError(f"http.listen {daemon.settings.http.listen}: {reason}",
-                               exit_codes.CONFIG) from None
+    # The port first: a port that cannot be had is found before platforms connect and the
+    # agent starts, and it is served once the adapters have added their routes.
+    sock = await _bind_listener(daemon.settings) if daemon.http is not None else None
+    try:
+        # Outbox first: what the last run left undelivered goes out before anything the
+        # router stores while it loads (a give-up notice), and is not read back a second time.
+        await daemon.outbox.start()
+        await daemon.router.start()
+        daemon.pool.start(daemon.router)
+        for adapter in daemon.adapters.values():
+            await adapter.start(daemon.intake)
+            log.info("platform %s started", adapter.platform)
+        if daemon.http is not None:
+            await daemon.http.start(sock)
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
+
+
+async def _bind_listener(settings: Settings) -> socket.socket:
+    """http.listen's socket; a port still in use after http.listen_retry seconds exits with
+    a code systemd restarts on, anything else with the configuration's."""
+    http = settings.http
+    assert http.listen is not None
+    try:
+        return await listen.bind_retrying(http.listen, http.listen_retry)
+    except listen.PortInUse as exc:
+        raise StartupError(str(exc), exit_codes.BUSY) from None
+    except OSError as exc:  # the host is not ours or not a host, a port we may not have
+        raise StartupError(listen.why_not(http.listen, exc), exit_codes.CONFIG) from None
 
 
 async def stop(daemon: Daemon) -> None:
@@ -249,6 +271,7 @@ async def run(
     finished: Callable[[Daemon], Coroutine[Any, Any, None]] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
+    raise_fd_limit()
     daemon = await assemble(settings, store, adapters)
     ops = Operations(sources(daemon), Notifier(os.environ), Metrics(daemon.adapters))
     if daemon.http is not None:

@@ -47,9 +47,16 @@ from picobridge.contract.messages import (
 from picobridge.contract.platform import (
     Platform,
 )
+from picobridge.contract.sniff import (
+    AGENT_IMAGE_TYPES,
+    agent_image_type,
+    sniff_file,
+    sniff_mime,
+)
 
 __all__ = [
     "AGENT_COMMANDS",
+    "AGENT_IMAGE_TYPES",
     "ALL_COMMANDS",
     "BRIDGE_COMMANDS",
     "Adapter",
@@ -72,7 +79,10 @@ __all__ = [
     "ReplyKind",
     "StorageUnavailable",
     "SubmitResult",
+    "agent_image_type",
     "catalogue",
     "listed_commands",
     "scrub_surrogates",
+    "sniff_file",
+    "sniff_mime",
 ]

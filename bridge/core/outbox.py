@@ -48,16 +48,17 @@ CLOSE_TIMEOUT = 30.0
 
 
 class Outbox:
-    def __init__(self, store: Store, adapters: Mapping[str, Adapter]) -> None:
+    def __init__(self, store: Store, adapters: Mapping[str, Adapter], *,
+                 reload_after: float = RELOAD_AFTER) -> None:
         self._store = store
         self._adapters = adapters
+        self._reload_after = reload_after
         self._tasks: dict[str, asyncio.Task[None]] = {}
         # Replies waiting for their chat's delivery task, by outbox id (the store's order).
         self._queued: dict[str, dict[int, StoredReply]] = {}
         # Ids a running delivery task has taken on: handed over again (read from the store
         # while still pending), they are not sent twice.
         self._taken: dict[str, set[int]] = {}
-        self._reloads: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
         self._stopping = False
@@ -129,52 +130,56 @@ class Outbox:
             # Questions closed as the daemon stops show it while their platform is still up.
             await asyncio.wait(set(self._closing), timeout=max(0.0, deadline - time.monotonic()))
         self._stopping = True
-        tasks = [*self._tasks.values(), *self._reloads, *self._closing]
+        tasks = [*self._tasks.values(), *self._closing]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _drain(self, chat_key: str) -> None:
         taken = self._taken.setdefault(chat_key, set())
-        failed = False
         try:
-            while queued := self._queued.pop(chat_key, None):
-                for outbox_id in sorted(queued):
-                    taken.add(outbox_id)
-                    if not await self._deliver(queued[outbox_id]):
-                        return  # the rest stays pending in the store for the next run
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # The store failed under us (marking a reply sent, say): what this task held is
-            # still pending there; read it back after a pause rather than wait for a restart.
-            log.exception("delivery task failed chat=%s; reading its replies again in %.0fs",
-                          chat_key, RELOAD_AFTER)
-            failed = True
+            while True:
+                try:
+                    await self._send_queued(chat_key, taken)
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # The store failed under us (marking a reply failed for good, say): what
+                    # this task held is still pending there. The task keeps the chat while it
+                    # reads that back, so a reply stored meanwhile waits behind the ones
+                    # before it instead of overtaking them in a task of its own.
+                    log.exception("delivery task failed chat=%s; reading its replies again "
+                                  "in %.0fs", chat_key, self._reload_after)
+                    await self._reread(chat_key)
         finally:
             self._tasks.pop(chat_key, None)
             self._queued.pop(chat_key, None)
             self._taken.pop(chat_key, None)
-            if failed and not self._stopping:
-                self._reload_later(chat_key)
             if not self._tasks:
                 self._idle.set()
 
-    def _reload_later(self, chat_key: str) -> None:
-        async def reload() -> None:
-            await asyncio.sleep(RELOAD_AFTER)
+    async def _send_queued(self, chat_key: str, taken: set[int]) -> None:
+        while queued := self._queued.pop(chat_key, None):
+            for outbox_id in sorted(queued):
+                taken.add(outbox_id)
+                if not await self._deliver(queued[outbox_id]):
+                    return  # the rest stays pending in the store for the next run
+
+    async def _reread(self, chat_key: str) -> None:
+        """After a pause, the chat's pending replies from the store, queued with whatever was
+        handed over meanwhile; paused and read again while the store cannot be read."""
+        while True:
+            await asyncio.sleep(self._reload_after)
             try:
                 pending = await self._store.pending_replies(chat_key)
             except Exception:
                 log.exception("reading replies for chat=%s failed; trying again", chat_key)
-                self._reload_later(chat_key)
-                return
+                continue
+            queued = self._queued.setdefault(chat_key, {})
             for reply in pending:
-                self.deliver(reply)
-
-        task = asyncio.create_task(reload(), name=f"outbox-reload-{chat_key}")
-        self._reloads.add(task)
-        task.add_done_callback(self._reloads.discard)
+                queued.setdefault(reply.id, reply)
+            return
 
     async def _deliver(self, reply: StoredReply) -> bool:
         """Send one reply, retrying transient failures; False when the chat cannot be served."""
@@ -204,14 +209,17 @@ class Outbox:
                     log.exception("adapter %s raised while sending", reply.chat.platform)
                     raise DeliveryError(exc.__class__.__name__) from exc
             except DeliveryError as exc:
-                await self._store.mark_send_failed(reply.id, str(exc), permanent=exc.permanent)
                 platform = reply.chat.platform
                 if exc.permanent:
+                    # Must be stored, or the next run sends it again: a store error here goes
+                    # to the chat's task, which reads the chat's replies again.
+                    await self._store.mark_send_failed(reply.id, str(exc), permanent=True)
                     bump(self._failed, platform)
                     self._recent.append(Delivery(time.time(), reply.chat.key, False))
                     log.error("reply %d to %s failed permanently: %s", reply.id, reply.chat.key,
                               exc)
                     return True
+                await self._count_attempt(reply, exc)
                 if exc.retry_after is not None:
                     bump(self._rate_limited, platform)
                 wait = exc.retry_after if exc.retry_after is not None else delay
@@ -224,6 +232,16 @@ class Outbox:
             bump(self._sent, reply.chat.platform)
             self._recent.append(Delivery(time.time(), reply.chat.key, True))
             return True
+
+    async def _count_attempt(self, reply: StoredReply, exc: DeliveryError) -> None:
+        """Record a failed attempt that will be retried. Only the count and the last error are
+        lost when the store cannot take that (a lock, a full disk): the reply is retried here
+        all the same, still ahead of the chat's later replies."""
+        try:
+            await self._store.mark_send_failed(reply.id, str(exc), permanent=False)
+        except (sqlite3.Error, StoreError, OSError) as error:
+            log.debug("attempt at reply %d to %s not recorded (%s)", reply.id, reply.chat.key,
+                      error)
 
     async def _mark_sent(self, reply: StoredReply) -> None:
         # The reply is on the platform: only remembering that is left. Reading it back as

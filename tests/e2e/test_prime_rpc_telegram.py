@@ -65,3 +65,27 @@ async def test_stop_aborts_the_running_turn(tmp_path: Path) -> None:
             assert len(journal(tmp_path).requests("abort")) == 1
             fake.user_message(USER, USER, "next")
             await reply_containing(fake, USER, "you said: next")
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+
+
+async def test_an_image_label_is_not_enough_the_bytes_decide(tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake, agent=fake_agent_settings(tmp_path))
+        async with Daemon(config) as daemon:
+            await started(daemon, fake)
+            fake.user_document(USER, USER, b"not a picture at all\n" * 20, "chart.png",
+                               "image/png", caption="the liar")
+            await reply_containing(fake, USER, "the liar")
+            fake.user_document(USER, USER, PNG, "scan.bin", "application/octet-stream",
+                               caption="the real one")
+            await reply_containing(fake, USER, "the real one")
+    liar, real = journal(tmp_path).requests("prompt")
+    assert "images" not in liar
+    assert liar["message"].startswith("[Attachment: chart.png] The user sent a file that was "
+                                      "saved to ")
+    assert "type: image/png" in liar["message"] and liar["message"].endswith("the liar")
+    (image,) = real["images"]
+    assert image["mimeType"] == "image/png" and base64.b64decode(image["data"]) == PNG
+    assert real["message"] == "the real one"

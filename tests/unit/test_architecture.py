@@ -19,7 +19,7 @@ MAX_FUNCTION_LINES = 60
 # Where no platform may be named: the contract, the core, the store and the agent side.
 PLATFORM_FREE = ("bridge/contract", "bridge/core", "bridge/store", "bridge/agent",
                  "config/sections.py")
-PLATFORMS = ("telegram", "slack")
+PLATFORMS = ("telegram", "slack", "matrix", "discord")
 # Test code that tasks loop on (the fakes' waits, the daemon harness), held to the same rule.
 FIXTURES = (REPO / "tests" / "fakes" / "server.py", REPO / "tests" / "harness.py")
 

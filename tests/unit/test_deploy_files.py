@@ -16,6 +16,7 @@ from picobridge import exit_codes
 from picobridge.adapters.registry import platforms
 from picobridge.adapters.slack.settings import SlackSettings
 from picobridge.adapters.telegram.settings import TelegramSettings
+from picobridge.config.sections import HttpSettings
 from picobridge.config.settings import (
     ENV_PREFIX,
     Settings,
@@ -179,9 +180,16 @@ def test_unit_is_a_notify_service_with_a_watchdog() -> None:
     assert "run" in service("ExecStart")[0].split()
 
 
+def test_unit_leaves_the_listener_room_for_its_connections() -> None:
+    (limit,) = service("LimitNOFILE")
+    assert int(limit.split(":")[-1]) >= 4 * HttpSettings().max_connections
+
+
 def test_unit_does_not_restart_on_config_errors() -> None:
     prevented = " ".join(service("RestartPreventExitStatus")).split()
     assert str(exit_codes.CONFIG) in prevented
+    # A port still held by the instance before (a deploy) is worth a restart.
+    assert str(exit_codes.BUSY) not in prevented
 
 
 def test_unit_credentials_are_the_names_settings_read() -> None:
@@ -234,7 +242,8 @@ def test_an_empty_credential_file_leaves_the_platform_off(
 ) -> None:
     # docs/operations.md tells operators to create empty files for unused platforms, because
     # every LoadCredential= file in the unit must exist.
-    for name in ("telegram_token", "slack_bot_token", "slack_app_token", "slack_signing_secret"):
+    for name in ("telegram_token", "slack_bot_token", "slack_app_token", "slack_signing_secret",
+                 "discord_token"):
         (tmp_path / name).write_text("")
     (tmp_path / "telegram_token").write_text("123456:" + "a" * 35 + "\n")
     for key in list(os.environ):
@@ -248,3 +257,4 @@ def test_an_empty_credential_file_leaves_the_platform_off(
     slack: SlackSettings = settings.section("slack")
     assert telegram.active
     assert not slack.active
+    assert not settings.section("discord").active

@@ -294,7 +294,7 @@ async def test_a_refused_prompt_ends_the_turn_with_its_error(rig: Rig) -> None:
 
 async def test_a_prompt_carries_images_and_inlines_text_files(rig: Rig, tmp_path: Path) -> None:
     photo = tmp_path / "photo.jpg"
-    photo.write_bytes(b"\xff\xd8 jpeg bytes")
+    photo.write_bytes(b"\xff\xd8\xff jpeg bytes")
     await rig.ready()
     prompt = await rig.turn("s1", "look", attachments=(
         Attachment("notes.txt", content="a,b"),
@@ -307,7 +307,25 @@ async def test_a_prompt_carries_images_and_inlines_text_files(rig: Rig, tmp_path
         "/state/media/report.pdf (size: 99 bytes, type: application/pdf)\n\nlook")
     (image,) = prompt["images"]
     assert image == {"type": "image", "mimeType": "image/jpeg",
-                     "data": base64.b64encode(b"\xff\xd8 jpeg bytes").decode()}
+                     "data": base64.b64encode(b"\xff\xd8\xff jpeg bytes").decode()}
+
+
+async def test_a_file_labelled_an_image_goes_as_an_image_only_if_its_bytes_are_one(
+        rig: Rig, tmp_path: Path) -> None:
+    liar = tmp_path / "liar.png"
+    liar.write_bytes(b"just some text, not a picture")
+    webp = tmp_path / "real.bin"
+    webp.write_bytes(b"RIFF\x10\x00\x00\x00WEBPVP8 rest")
+    await rig.ready()
+    prompt = await rig.turn("s1", "see", attachments=(
+        Attachment("liar.png", path=str(liar), size=29, mime="image/png"),
+        Attachment("real.bin", path=str(webp), size=20, mime="application/octet-stream")))
+    assert prompt["message"] == (
+        f"[Attachment: liar.png] The user sent a file that was saved to {liar} "
+        "(size: 29 bytes, type: image/png)\n\nsee")
+    (image,) = prompt["images"]
+    assert image["mimeType"] == "image/webp"
+    assert base64.b64decode(image["data"]) == webp.read_bytes()
 
 
 async def test_a_failed_write_forgets_the_turn(rig: Rig) -> None:

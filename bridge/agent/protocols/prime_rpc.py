@@ -121,13 +121,14 @@ class PrimeRpcDriver(PrimeControls, Driver):
                 await self._switch_to(request.session)
                 await self._apply(request.settings)
             self._answer = ""
-            record: dict[str, Any] = {"type": "prompt", "message": prompt_text(request)}
             # Files are read off the loop, but a turn without attachments (most) skips the
             # thread hop: it is on every turn's path.
             images = (await asyncio.to_thread(images_of, request.attachments)
-                      if request.attachments else [])
+                      if request.attachments else {})
+            record: dict[str, Any] = {"type": "prompt",
+                                      "message": prompt_text(request, images)}
             if images:
-                record["images"] = images
+                record["images"] = list(images.values())
             # Its response comes before the run's events; a refusal ends the turn there.
             self._prompt = self._new_id()
             await self._io.write({"id": self._prompt, **record})

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from picobridge.agent.port import AgentRequest, DialogRequest
-from picobridge.contract import Attachment, DialogKind
+from picobridge.contract import Attachment, DialogKind, agent_image_type
+from picobridge.contract.sniff import HEAD_BYTES
 
 log = logging.getLogger("picobridge.agent")
 
@@ -72,35 +74,41 @@ def progress_of(kind: Any, record: dict[str, Any]) -> tuple[str, str, str] | Non
     return None
 
 
-def prompt_text(request: AgentRequest) -> str:
+def prompt_text(request: AgentRequest, images: Collection[int] = ()) -> str:
+    """The prompt: attachments not sent as images (indices in `images`) are named in it."""
     blocks = []
-    for att in request.attachments:
+    for index, att in enumerate(request.attachments):
         if att.content is not None:
             blocks.append(f"[Attachment: {att.name}]\n{att.content}\n[/Attachment]\n\n")
-        elif not is_image(att):
+        elif index not in images:
             details = f"size: {att.size} bytes, " if att.size is not None else ""
             blocks.append(f"[Attachment: {att.name}] The user sent a file that was saved to "
                           f"{att.path} ({details}type: {att.mime or 'unknown'})\n\n")
     return "".join(blocks) + request.text
 
 
-def is_image(att: Attachment) -> bool:
-    return att.content is None and att.path is not None and (att.mime or "").startswith("image/")
-
-
-def images_of(attachments: tuple[Attachment, ...]) -> list[dict[str, str]]:
-    images = []
-    for att in attachments:
-        if not is_image(att) or att.path is None:
+def images_of(attachments: tuple[Attachment, ...]) -> dict[int, dict[str, str]]:
+    """The attachments that go as images, by index: only those whose bytes are an image
+    format the agent takes (a sender's image/png label proves nothing), within the size."""
+    images = {}
+    for index, att in enumerate(attachments):
+        if att.content is not None or att.path is None:
             continue
         try:
             data = Path(att.path).read_bytes()
         except OSError as exc:
-            log.warning("image %s could not be read for the agent: %s", att.name, exc.strerror)
+            log.warning("attachment %s could not be read for the agent: %s", att.name,
+                        exc.strerror)
+            continue
+        mime = agent_image_type(data[:HEAD_BYTES])
+        if mime is None:
+            if (att.mime or "").startswith("image/"):
+                log.info("attachment %s is labelled %s but its bytes are no image the agent "
+                         "takes: sent as a file", att.name, att.mime)
             continue
         if len(data) <= MAX_IMAGE_BYTES:
-            images.append({"type": "image", "data": base64.b64encode(data).decode("ascii"),
-                           "mimeType": att.mime or "image/png"})
+            images[index] = {"type": "image", "data": base64.b64encode(data).decode("ascii"),
+                             "mimeType": mime}
     return images
 
 

@@ -1,0 +1,50 @@
+"""The bridge's commands as Discord slash commands (/new, /status, /stop, /help), made from
+the bridge's one command catalogue and registered globally, or in each guild of
+`discord.guilds` (guild commands show at once; global ones may take a while to appear).
+They are registered again only when the catalogue differs from what Discord holds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from picobridge.adapters.discord.client import RoutedHTTP
+from picobridge.adapters.discord.settings import DiscordSettings
+from picobridge.contract import listed_commands
+
+log = logging.getLogger("picobridge.discord")
+
+GUILD_INSTALL, BOT_DM, GUILD = 0, 1, 0
+
+
+def catalogue(in_dms: bool) -> list[dict[str, Any]]:
+    contexts = [GUILD, BOT_DM] if in_dms else [GUILD]
+    return [{"name": c.name, "type": 1, "description": c.description[:1].upper()
+             + c.description[1:100], "contexts": contexts, "integration_types": [GUILD_INSTALL]}
+            for c in listed_commands()]
+
+
+def _same(held: Sequence[Mapping[str, Any]], wanted: list[dict[str, Any]]) -> bool:
+    def key(commands: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
+        return {(str(c.get("name")), str(c.get("description"))) for c in commands}
+
+    return key(held) == key(wanted)
+
+
+async def register(http: RoutedHTTP, app_id: int, settings: DiscordSettings) -> None:
+    if isinstance(settings.guilds, list):
+        wanted = catalogue(in_dms=False)
+        for guild in settings.guilds:
+            held = await http.get_guild_commands(app_id, int(guild))
+            if not _same(held, wanted):
+                await http.bulk_upsert_guild_commands(app_id, int(guild), wanted)
+                log.info("Discord: slash commands registered in guild %s", guild)
+        # DMs have no guild: their commands are global.
+        wanted = [{**c, "contexts": [BOT_DM]} for c in catalogue(in_dms=True)]
+    else:
+        wanted = catalogue(in_dms=True)
+    held = await http.get_global_commands(app_id)
+    if not _same(held, wanted):
+        await http.bulk_upsert_global_commands(app_id, wanted)
+        log.info("Discord: slash commands registered globally")

@@ -1,0 +1,115 @@
+"""Files people send (m.image, m.file, m.audio, m.video), fetched from the media repository
+under the shared attachment policy, and files the bot sends, uploaded to it.
+
+Downloads use the authenticated media endpoints (Matrix 1.11, /_matrix/client/v1/media, with
+the access token); a homeserver without them answers 404 M_UNRECOGNIZED (or 405), and the
+legacy /_matrix/media/v3 endpoint is tried instead. The body is read in chunks and refused as
+soon as it passes the size limit: a wrong or missing declared size cannot fill the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+from mautrix.client import ClientAPI
+from mautrix.types import ContentURI
+
+from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
+from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.matrix.normalise import PLATFORM, FileRef
+from picobridge.contract import Attachment
+
+log = logging.getLogger("picobridge.matrix.files")
+
+ATTEMPTS = 3
+RETRY_DELAY = 0.5
+CHUNK = 1 << 16
+
+
+class TransientDownloadError(Exception):
+    """The media repository failed in a way that may pass (5xx, 429, network)."""
+
+
+class _Unsupported(Exception):
+    """The endpoint does not exist on this homeserver."""
+
+
+class MatrixFiles:
+    def __init__(self, client: ClientAPI, policy: AttachmentPolicy) -> None:
+        self._client = client
+        self._policy = policy
+
+    async def fetch(self, ref: FileRef) -> Attachment:
+        """Download one file; AttachmentRefused carries a message for the user."""
+        self._policy.check_size(ref.name, ref.size)
+        if not ref.url.startswith("mxc://"):
+            raise AttachmentRefused(f"The file {ref.name!r} has no address I can fetch.")
+        backoff = Backoff(RETRY_DELAY)
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                async with asyncio.timeout(self._policy.download_timeout):
+                    data = await self._download(ref)
+                return await asyncio.to_thread(self._policy.accept, PLATFORM, ref.name, data,
+                                               ref.mime)
+            except (TransientDownloadError, TimeoutError) as exc:
+                log.warning("download of a Matrix file failed (attempt %d/%d): %s", attempt,
+                            ATTEMPTS, exc.__class__.__name__ if not str(exc) else exc)
+                if attempt == ATTEMPTS:
+                    raise AttachmentRefused(
+                        f"I could not download {ref.name!r} right now; please send it again "
+                        "in a moment.") from None
+                await backoff.wait()
+        raise AssertionError("unreachable")
+
+    async def _download(self, ref: FileRef) -> bytes:
+        api = self._client.api
+        uri = ContentURI(ref.url)
+        try:
+            return await self._get(str(api.get_download_url(uri, authenticated=True)), ref,
+                                   {"Authorization": f"Bearer {api.token}"})
+        except _Unsupported:
+            log.debug("no authenticated media on this homeserver; using the legacy endpoint")
+        try:
+            return await self._get(str(api.get_download_url(uri)), ref, {})
+        except _Unsupported:
+            raise AttachmentRefused(f"The homeserver does not serve {ref.name!r}.") from None
+
+    async def _get(self, url: str, ref: FileRef, headers: dict[str, str]) -> bytes:
+        session = self._client.api.session
+        try:
+            async with session.get(url, headers=headers,
+                                   params={"allow_redirect": "true"}) as resp:
+                if resp.status in (404, 405) and await _unrecognised(resp):
+                    raise _Unsupported()
+                if resp.status == 429 or resp.status >= 500:
+                    raise TransientDownloadError(f"HTTP {resp.status}")
+                if resp.status != 200:
+                    raise AttachmentRefused(
+                        f"The homeserver refused the download of {ref.name!r} "
+                        f"(HTTP {resp.status}).")
+                return await self._read_capped(resp, ref.name)
+        except aiohttp.ClientError as exc:
+            raise TransientDownloadError(exc.__class__.__name__) from None
+
+    async def _read_capped(self, resp: aiohttp.ClientResponse, name: str) -> bytes:
+        limit = self._policy.max_bytes
+        chunks: list[bytes] = []
+        total = 0
+        async for chunk in resp.content.iter_chunked(CHUNK):
+            total += len(chunk)
+            if total > limit:
+                self._policy.check_size(name, total)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+async def _unrecognised(resp: aiohttp.ClientResponse) -> bool:
+    if resp.status == 405:
+        return True
+    try:
+        body = await resp.json(content_type=None)
+    except (ValueError, aiohttp.ClientError):
+        return False
+    return isinstance(body, dict) and body.get("errcode") == "M_UNRECOGNIZED"
