@@ -66,10 +66,14 @@ class Driver(ABC):
     # The controls `control` does: the commands above, and the busy modes steer (STEER) and
     # followup (FOLLOW_UP); interrupt needs `can_abort`.
     controls: ClassVar[frozenset[ControlKind]] = frozenset()
+    # Whether an aborted turn's messages stay in the agent's history (busy mode interrupt
+    # then sends only the new message).
+    keeps_aborted: ClassVar[bool] = False
 
     @classmethod
     def capabilities(cls) -> Capabilities:
-        return Capabilities(cls.protocol, frozenset(cls.commands), cls.controls, cls.can_abort)
+        return Capabilities(cls.protocol, frozenset(cls.commands), cls.controls, cls.can_abort,
+                            cls.keeps_aborted)
 
     def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
         self._io = io

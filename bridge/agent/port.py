@@ -81,6 +81,9 @@ class Capabilities:
     commands: frozenset[str]  # chat commands (contract AGENT_COMMANDS) it supports
     controls: frozenset[ControlKind]
     can_abort: bool = False  # a running turn can be stopped without a restart
+    # An aborted turn's messages stay in the agent's history: an interrupting turn need not
+    # send them again.
+    keeps_aborted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

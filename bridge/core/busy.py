@@ -143,7 +143,12 @@ class BusyHandling:
         if isinstance(event, Reply) and event.stopped and turn.interrupted:
             self._end_turn(turn, Outcome.REQUEUED)
             await self._progress.clear(turn.chat, Outcome.REQUEUED)
-            self._requeue(turn, turn.messages)
+            again = turn.messages
+            if self.busy_modes is not None and self.busy_modes.keeps_aborted:
+                # The agent has them in its history already: the next turn settles them with
+                # the new message but sends only that one.
+                again = [replace(m, text="", attachments=()) for m in again]
+            self._requeue(turn, again)
             return True
         return False
 

@@ -124,7 +124,7 @@ class Dispatcher:
         await self._progress.show(turn, ProgressEvent(ProgressKind.STARTED))
         if self._turns.get(session) is not turn:
             return
-        text = "\n\n".join(m.text for m in turn.messages)
+        text = "\n\n".join(m.text for m in turn.messages if m.text)
         attachments = tuple(a for m in turn.messages for a in m.attachments)
         try:
             settings = await self._settings_of(session)

@@ -108,7 +108,10 @@ class Lanes:
     def take_batch(self, lane: Lane) -> list[StoredMessage]:
         first = lane.queue.popleft()
         batch = [first]
-        while self._coalesce and lane.queue and lane.queue[0].session_id == first.session_id:
+        # Messages already in the agent's history (text "", an interrupted turn's) go with the
+        # next one, coalescing or not.
+        while lane.queue and lane.queue[0].session_id == first.session_id \
+                and (self._coalesce or not any(m.text for m in batch)):
             batch.append(lane.queue.popleft())
         return batch
 

@@ -72,6 +72,10 @@ class BusyModes:
             self._keep(chat, mode)
         return mode
 
+    @property
+    def keeps_aborted(self) -> bool:
+        return self._caps.keeps_aborted
+
     def effective(self, mode: BusyMode) -> BusyMode:
         return mode if supports(self._caps, mode) else BusyMode.COLLECT
 

@@ -77,6 +77,7 @@ class PrimeRpcDriver(PrimeControls, Driver):
     max_turns: ClassVar[int | None] = 1  # the agent refuses a second prompt while one runs
     commands: ClassVar[Mapping[str, str]] = COMMANDS
     controls: ClassVar[frozenset[ControlKind]] = frozenset(ControlKind)
+    keeps_aborted: ClassVar[bool] = True  # the user message, tool calls and partial text
 
     def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
         super().__init__(io, emit, context)
