@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.prime_rpc_support import TWO_MODELS, ensure_pi, pi_agent_settings, pi_config
+from tests.e2e.slack_support import reply_to, slack_config
 from tests.e2e.telegram_support import OTHER_USER, USER, reply_containing, started, telegram_config
 from tests.fakes.fake_llm import FakeLLM
+from tests.fakes.slack import DEFAULT_USER, FakeSlack
 from tests.fakes.telegram import FakeTelegram, SentMessage
 from tests.harness import Daemon, run_cli
 
@@ -68,6 +70,27 @@ async def test_model_buttons_on_telegram_choose_the_model_for_this_chat_only_and
             fake.user_message(USER, USER, "/status")
             status = await reply_containing(fake, USER, "Session:", timeout=30)
     assert f"Model: {BETA}; thinking: the model default" in (status.text or "")
+
+
+async def test_model_buttons_on_slack_choose_the_model(tmp_path: Path, pi: Path) -> None:
+    async with FakeLLM() as llm, FakeSlack() as fake:
+        agent = pi_agent_settings(tmp_path, llm, pi, pi_models=TWO_MODELS)
+        async with Daemon(slack_config(tmp_path, fake, agent=agent)) as daemon:
+            await fake.wait_for_socket()
+            await fake.send_slash_command("/picobridge", "model")  # answered in the DM
+            channel = fake.dm_channel(DEFAULT_USER)
+            menu = await reply_to(fake, channel, "choose one", timeout=60)
+            labels = [e["text"]["text"] for b in menu.blocks or () if b["type"] == "actions"
+                      for e in b["elements"]]
+            assert labels == ["fakellm/fake-model", BETA, "Cancel"]
+            await fake.click(menu, BETA)
+            await reply_to(fake, channel, "✓ Model: Fake Beta", timeout=30)
+            asked = len(llm.requests)
+            hello = fake.dm_message("hello", channel=channel)
+            await fake.send_event(hello)
+            await reply_to(fake, channel, "you said: hello", timeout=60)
+            assert llm.requests[asked]["model"] == "fake-beta"
+        assert "Traceback" not in daemon.log
 
 
 async def test_think_reaches_pi_and_a_refused_choice_says_why(tmp_path: Path, pi: Path) -> None:
