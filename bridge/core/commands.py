@@ -69,8 +69,8 @@ class Commands:
             return await handler(argument, chat)
         if name == "new":
             session = await self._store.new_session(chat)
-            return CommandReply(f"Started a new conversation. Session: `{session}`\n"
-                                "The old one stays in /sessions.")
+            return CommandReply(f"Started a new conversation. Session: `{session}` "
+                                "(the old one stays in /sessions)")
         if name == "stop":
             return CommandReply(await self._stop(chat))
         if name == "status":
