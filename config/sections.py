@@ -70,6 +70,11 @@ class AgentSettings(Section):
     # /model offers only these of the agent's models (provider/id or id); empty: all.
     models: list[str] = Field(default_factory=list)
 
+    def workdir_in(self, state_dir: Path) -> Path:
+        """The agent's working directory: `agent.workdir`, else `<state_dir>/workspace` (never
+        the folder that holds the database)."""
+        return self.workdir if self.workdir is not None else state_dir / "workspace"
+
     @model_validator(mode="before")
     @classmethod
     def _protocol_default_command(cls, data: Any) -> Any:
@@ -99,6 +104,11 @@ class AttachmentSettings(Section):
     retention_days: PositiveInt = 30
     # Seconds one received file may take to fetch, retries included; then its sender is told.
     download_timeout: PositiveFloat = 60.0
+    # Where the files an agent sends may come from (symlinks resolved). Default: the agent's
+    # workdir and <state_dir>/outbox.
+    outbound_dirs: list[Path] | None = None
+    # A file an agent sends that is larger is not sent (a note says so).
+    outbound_max_bytes: PositiveInt = 50 * 1024 * 1024
 
 
 class HttpSettings(Section):

@@ -8,12 +8,13 @@ and errors never echo values, because values may be tokens.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 from pydantic.fields import FieldInfo
@@ -91,6 +92,23 @@ class CoreSettings(BaseSettings):
                 reason = platform.needs_listener(self.section(name))
                 if reason:
                     raise ValueError(f"{reason} needs http.listen")
+        return self
+
+    @model_validator(mode="after")
+    def _platform_shapes(self) -> CoreSettings:
+        """Allowed user ids and tokens of a shape their platform never has: an id that can
+        never match would let nobody in silently, a token that cannot work would cost a round
+        trip to learn it."""
+        problems = []
+        for name, platform in self._platforms.items():
+            section = self.section(name)
+            problems += platform.token_problems(section)
+            for user in sorted(platform.allowed_users(section)):
+                problem = platform.user_id_problem(user)
+                if problem is not None:
+                    problems.append(f"{name}.allowed_users: {problem}, got {user!r}")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def section(self, platform: str) -> Any:
@@ -267,13 +285,65 @@ def _unknown_env(environ: Mapping[str, str], model: type[BaseModel]) -> list[str
     return problems
 
 
-def _describe(error: Mapping[str, Any]) -> str:
+def _describe(error: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
     where = ".".join(str(p) for p in error["loc"]) or "config"
     if error["type"] == "extra_forbidden":
         return f"unknown key '{where}'"
     # `msg` carries no input value; pydantic's str(ValidationError) would, and it may be a token.
     message = str(error["msg"]).removeprefix("Value error, ")
+    source = _env_source(error["loc"], environ or {})
+    where = f"{where} ({source})" if source else where
     return f"{where}: {message}" if where != "config" else message
+
+
+def _env_source(loc: Sequence[Any], environ: Mapping[str, str]) -> str | None:
+    """The PICOBRIDGE_* variable that set the value at `loc`, if one did."""
+    upper = {name.upper(): name for name in environ}
+    for depth in range(len(loc), 0, -1):
+        name = ENV_PREFIX + "__".join(str(part).upper() for part in loc[:depth])
+        if name in upper:
+            return upper[name]
+    return None
+
+
+def _complex(annotation: Any) -> bool:
+    """Whether pydantic-settings reads this field's variable as JSON."""
+    for arg in (annotation, *get_args(annotation)):
+        if get_origin(arg) in (list, dict, tuple, set, frozenset) or arg in (
+                list, dict, tuple, set, frozenset) or (
+                isinstance(arg, type) and issubclass(arg, BaseModel)):
+            return True
+    return False
+
+
+def _env_field(model: type[BaseModel], name: str) -> Any:
+    """The annotation of the field a PICOBRIDGE_* variable sets, or None."""
+    parts = name.upper().removeprefix(ENV_PREFIX).split("__")
+    annotation: Any = model
+    for part in parts:
+        fields = annotation.model_fields if isinstance(annotation, type) and issubclass(
+            annotation, BaseModel) else {}
+        match = next((f for k, f in fields.items() if k.upper() == part), None)
+        if match is None:
+            return None
+        annotation = match.annotation
+    return annotation
+
+
+def _not_json(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
+    """The variables holding a list or table that is not valid JSON."""
+    bad = []
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX) or name.upper() in _NOT_SETTINGS:
+            continue
+        annotation = _env_field(model, name)
+        if annotation is None or not _complex(annotation):
+            continue
+        try:
+            json.loads(environ[name])
+        except ValueError:
+            bad.append(name)
+    return bad
 
 
 def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
@@ -311,14 +381,19 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
     try:
         return _FromFile()
     except SettingsError as exc:
-        # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the section,
+        # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the variable,
         # never the value (it may be a token).
-        field = re.search(r'field "(\w+)"', str(exc))
-        which = f"{ENV_PREFIX}{field.group(1).upper()}__*" if field else f"{ENV_PREFIX}*"
-        raise ConfigError(f"invalid configuration: a {which} variable is not valid JSON (lists "
-                          f"and tables are JSON, e.g. {ENV_PREFIX}AGENT__COMMAND="
+        bad = _not_json(environ, model)
+        if bad:
+            which = ", ".join(bad) + (" is" if len(bad) == 1 else " are")
+        else:
+            field = re.search(r'field "(\w+)"', str(exc))
+            which = (f"a {ENV_PREFIX}{field.group(1).upper()}__* variable is" if field
+                     else f"a {ENV_PREFIX}* variable is")
+        raise ConfigError(f"invalid configuration: {which} not valid JSON (lists and tables "
+                          f"are JSON, e.g. {ENV_PREFIX}AGENT__COMMAND="
                           "'[\"picobot\",\"agent\",\"--json\"]')") from None
     except ValidationError as exc:
-        details = "; ".join(_describe(e) for e in exc.errors())
+        details = "; ".join(_describe(e, environ) for e in exc.errors())
         raise ConfigError(f"invalid configuration{where} (or PICOBRIDGE_* environment): "
                           f"{details}") from None

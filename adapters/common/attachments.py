@@ -10,17 +10,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import time
-import unicodedata
+from collections.abc import AsyncIterable
 from pathlib import Path
 
 from picobridge.config.sections import AttachmentSettings
-from picobridge.contract import Attachment
+from picobridge.contract import Attachment, safe_name
+
+__all__ = ["AttachmentPolicy", "AttachmentRefused", "safe_name"]
 
 log = logging.getLogger("picobridge.attachments")
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _TEXT_MIMES = ("application/json", "application/xml", "application/x-yaml", "application/yaml",
                "application/toml", "application/javascript", "application/x-sh",
                "application/sql", "application/csv")
@@ -28,14 +28,6 @@ _TEXT_MIMES = ("application/json", "application/xml", "application/x-yaml", "app
 
 class AttachmentRefused(Exception):
     """The file cannot be taken; the message is for the user."""
-
-
-def safe_name(name: str, fallback: str = "file") -> str:
-    """A file name with no directory parts, no leading dots, only portable characters."""
-    base = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    base = base.replace("\\", "/").rsplit("/", 1)[-1]
-    base = _UNSAFE.sub("_", base).strip("._-")[:120]
-    return base or fallback
 
 
 def _looks_textual(mime: str | None, name: str) -> bool:
@@ -72,6 +64,22 @@ class AttachmentPolicy:
         if size > limit:
             raise AttachmentRefused(
                 f"The file {name!r} is {_human(size)}; I can take files up to {_human(limit)}.")
+
+    async def read_capped(self, name: str, chunks: AsyncIterable[bytes],
+                          platform_limit: int | None = None) -> bytearray:
+        """The downloaded bytes, read no further than the limit: a size the platform (or a
+        proxy) claimed proves nothing, and reading first and checking after would hold a
+        file of any size in memory."""
+        limit = self._settings.max_bytes
+        if platform_limit is not None and platform_limit < limit:
+            limit = platform_limit
+        data = bytearray()
+        async for chunk in chunks:
+            if len(data) + len(chunk) > limit:
+                raise AttachmentRefused(f"The file {name!r} is over {_human(limit)}, the most "
+                                        "I can take.")
+            data += chunk
+        return data
 
     def accept(self, platform: str, name: str, data: bytes, mime: str | None) -> Attachment:
         """Turn downloaded bytes into what the agent gets: inline text or a saved file."""

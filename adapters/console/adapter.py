@@ -74,6 +74,9 @@ class ConsoleAdapter(Adapter):
         if reply.kind is ReplyKind.UNSOLICITED and self._interactive:
             text = f"(later) {text}"
         self._stdout.write(text + "\n")
+        for file in reply.files:
+            # The bridge's stored copy: where a person at the console finds the file.
+            self._stdout.write(f"📎 {file.name} ({file.mime}, {file.size} bytes): {file.path}\n")
         self._stdout.flush()
         for message_id in reply.answers:
             future = self._answered.pop(message_id, None)

@@ -94,15 +94,7 @@ class MatrixFiles:
             raise TransientDownloadError(exc.__class__.__name__) from None
 
     async def _read_capped(self, resp: aiohttp.ClientResponse, name: str) -> bytes:
-        limit = self._policy.max_bytes
-        chunks: list[bytes] = []
-        total = 0
-        async for chunk in resp.content.iter_chunked(CHUNK):
-            total += len(chunk)
-            if total > limit:
-                self._policy.check_size(name, total)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return bytes(await self._policy.read_capped(name, resp.content.iter_chunked(CHUNK)))
 
 
 async def _unrecognised(resp: aiohttp.ClientResponse) -> bool:

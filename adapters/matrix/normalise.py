@@ -31,6 +31,8 @@ TEXT_TYPES = frozenset({"m.text", "m.emote"})
 # Any listed chat command, for any agent (the bridge says which its agent lacks).
 TEXT_COMMANDS = frozenset(command.name for command in ALL_COMMANDS if command.listed)
 _SPACES = re.compile(r"[ \t]{2,}")
+# The quote a reply carries in its HTML: the quoted sender's pill is no mention.
+_MX_REPLY = re.compile(r"<mx-reply>.*?</mx-reply>", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +122,11 @@ def mentioned(content: dict[str, Any], me: Identity) -> bool:
     if isinstance(mentions, dict) and me.user_id in (mentions.get("user_ids") or ()):
         return True
     formatted = content.get("formatted_body")
-    if isinstance(formatted, str) and f"matrix.to/#/{me.user_id}" in formatted:
+    if isinstance(formatted, str) and f"matrix.to/#/{me.user_id}" in _MX_REPLY.sub("", formatted):
         return True
     body = str(content.get("body") or "")
+    if replied_to(content):
+        body = strip_reply_fallback(body)  # the quoted sender is no mention
     return me.user_id in body or any(_name_pattern(name).search(body) for name in me.names)
 
 

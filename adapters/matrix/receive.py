@@ -168,7 +168,8 @@ class SyncLoop:
             log.warning("the gap in %s could not be filled (%s)", room.room_id,
                         exc.__class__.__name__)
             raise
-        log.info("filled a gap of %d events in %s", len(earlier), room.room_id)
+        if earlier:
+            log.info("filled a gap of %d events in %s", len(earlier), room.room_id)
         seen = {e.get("event_id") for e in room.events}
         older = [e for e in reversed(earlier) if e.get("event_id") not in seen]
         return JoinedRoom(room.room_id, older + room.events, room.state)

@@ -29,13 +29,14 @@ from mautrix.errors import (
     MatrixUnknownRequestError,
     MUnknownToken,
 )
-from mautrix.types import EventType, RoomID
+from mautrix.types import EventID, EventType, RoomID
 
 from picobridge.adapters.common.multipart import MultipartSend
 from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.textsplit import iter_split_markdown
 from picobridge.adapters.matrix.client import LimitExceeded
 from picobridge.adapters.matrix.render import message_content, split
+from picobridge.adapters.matrix.uploads import UploadStep, file_content
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 
 log = logging.getLogger("picobridge.matrix")
@@ -57,7 +58,16 @@ class FileStep:
     markdown: str
 
 
-Step = TextStep | FileStep
+Step = TextStep | FileStep | UploadStep
+
+
+def plan_reply(reply: OutgoingReply, max_chunks: int) -> list[Step]:
+    """The messages a reply becomes: its text (none when it is empty and files go), then one
+    message per file."""
+    files: list[Step] = [UploadStep(f) for f in reply.files]
+    if files and not reply.text.strip():
+        return files
+    return [*plan(reply.text, max_chunks), *files]
 
 
 def plan(markdown: str, max_chunks: int) -> list[Step]:
@@ -72,7 +82,9 @@ def plan(markdown: str, max_chunks: int) -> list[Step]:
 
 
 def _fingerprint(step: Step) -> str:
-    return step.markdown if isinstance(step, TextStep) else f"file:{step.markdown}"
+    if isinstance(step, UploadStep):
+        return step.fingerprint()
+    return step.markdown if isinstance(step, TextStep) else f"long:{step.markdown}"
 
 
 def relation(chat: ChatRef, reply_to: str | None, direct: bool) -> dict[str, Any] | None:
@@ -135,7 +147,7 @@ class Sender:
     async def send(self, chat: ChatRef, reply: OutgoingReply, *,
                    edit: str | None = None) -> None:
         """Deliver `reply`; `edit` is the streamed draft its first part replaces."""
-        steps = plan(reply.text, self._max_chunks)
+        steps = plan_reply(reply, self._max_chunks)
         sending = await MultipartSend.begin(self._parts, reply.outbox_id,
                                             [_fingerprint(s) for s in steps])
         try:
@@ -155,19 +167,30 @@ class Sender:
     async def _step(self, chat: ChatRef, reply: OutgoingReply, step: Step, index: int,
                     edit: str | None) -> None:
         msgtype = "m.notice" if reply.kind in NOTICE_KINDS else "m.text"
-        if isinstance(step, FileStep):
+        if isinstance(step, UploadStep):
+            content = await file_content(self._client, step.file)
+        elif isinstance(step, FileStep):
             content = await self._file_content(step.markdown)
         else:
             content = message_content(step.markdown, msgtype)
-        if edit is not None:
+        if edit is not None and isinstance(step, TextStep):
             await self.put(chat.chat_id, edit_content(edit, content), reply.outbox_id,
                            f"{index}.edit")
             return
+        if edit is not None:
+            # The streamed draft cannot become a file: it goes, and the file is posted anew.
+            await self._redact(chat.chat_id, edit)
         rel = relation(chat, reply.reply_to if index == 0 else None,
                        await self._direct(chat.chat_id))
         if rel is not None:
             content["m.relates_to"] = rel
         await self.put(chat.chat_id, content, reply.outbox_id, str(index))
+
+    async def _redact(self, room: str, event_id: str) -> None:
+        try:
+            await self._client.redact(RoomID(room), EventID(event_id))
+        except (MatrixRequestError, MatrixConnectionError, aiohttp.ClientError) as exc:
+            log.debug("draft %s not removed (%s)", event_id, exc.__class__.__name__)
 
     async def _file_content(self, markdown: str) -> dict[str, Any]:
         data = markdown.encode("utf-8")

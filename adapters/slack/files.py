@@ -133,12 +133,4 @@ class SlackFiles:
 
     async def _read_capped(self, resp: aiohttp.ClientResponse, name: str) -> bytes:
         # Slack's declared size may be missing or wrong: stop reading past the limit.
-        limit = self._policy.max_bytes
-        chunks: list[bytes] = []
-        total = 0
-        async for chunk in resp.content.iter_chunked(1 << 16):
-            total += len(chunk)
-            if total > limit:
-                self._policy.check_size(name, total)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return bytes(await self._policy.read_capped(name, resp.content.iter_chunked(1 << 16)))

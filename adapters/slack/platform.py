@@ -3,10 +3,16 @@ adapter built on demand (slack-bolt is imported only then)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from picobridge.adapters.slack.settings import SlackSettings
 from picobridge.contract import Adapter, Platform
+
+# A person: U (or W, in Enterprise Grid), then capital letters and digits.
+MEMBER_ID = re.compile(r"[UW][A-Z0-9]+")
+# A channel, a private channel or group, a DM conversation.
+CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{2,}")
 
 
 class SlackPlatform(Platform):
@@ -27,9 +33,31 @@ class SlackPlatform(Platform):
         return frozenset(section.allowed_users)
 
     def user_id_problem(self, user_id: str) -> str | None:
-        if not user_id.isalnum():
-            return "slack member ids are letters and digits, like U0123ABCD"
-        return None
+        if MEMBER_ID.fullmatch(user_id):
+            return None
+        if MEMBER_ID.fullmatch(user_id.upper()):
+            return f"slack member ids are upper case (did you mean {user_id.upper()}?)"
+        if CHANNEL_ID.fullmatch(user_id.upper()):
+            return ("that is a channel or conversation id, not a person's: picobridge lets in "
+                    "people, so allow the channel's members one by one by their member ids "
+                    "(slack.allowed_channels says where the bot may answer)")
+        return ("slack member ids are U or W and then capital letters and digits, like "
+                "U0123ABCD (profile, then ⋯, then Copy member ID)")
+
+    def token_problems(self, section: SlackSettings) -> list[str]:
+        problems = []
+        for key, prefix, what, other in (
+                ("bot_token", "xoxb-", "the Bot User OAuth Token", "xapp-"),
+                ("app_token", "xapp-", "an App-Level Token", "xoxb-")):
+            value = getattr(section, key)
+            token = value.get_secret_value() if value is not None else None
+            if token is None or token.startswith(prefix):
+                continue
+            swapped = {"xoxb-": "slack.bot_token", "xapp-": "slack.app_token"}[other]
+            hint = (f"; this one starts with {other}, so it belongs in {swapped}"
+                    if token.startswith(other) else "")
+            problems.append(f"slack.{key} must be {what}, which starts with {prefix}{hint}")
+        return problems
 
     def needs_listener(self, section: SlackSettings) -> str | None:
         if section.active and section.mode == "http":

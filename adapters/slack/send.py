@@ -28,6 +28,7 @@ from picobridge.adapters.common.partlog import Cursors, PartLog
 from picobridge.adapters.slack.buttons import Posted, question_blocks
 from picobridge.adapters.slack.events import PLATFORM
 from picobridge.adapters.slack.render import SLACK_LIMIT, render_slack
+from picobridge.adapters.slack.uploads import files_fingerprint, upload_files
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 
 log = logging.getLogger("picobridge.slack.send")
@@ -139,31 +140,45 @@ class SlackSender:
 
     async def _send_parts(self, chat: ChatRef, reply: OutgoingReply,
                           stream: StreamTarget | None) -> None:
+        """The reply as parts sent in order, each once (also across retries and restarts):
+        its text in messages (or as a file when long), then its files in one upload."""
         chunks = render_slack(reply.text, self._limit) or [EMPTY_REPLY]
+        parts: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
+        comment = None
         if len(chunks) > self._max_chunks:
-            await self._upload(chat, reply.text, stream)
+            parts.append((f"long:{reply.text}", lambda: self._upload(chat, reply.text, stream)))
             if reply.kind is ReplyKind.ANSWER:
                 log.info("long reply to %s sent as a file (%d characters)", chat.key,
                          len(reply.text))
-            return
-        blocks = None
-        if reply.kind is ReplyKind.QUESTION and len(chunks) == 1:
-            # A question that fits one message gets its buttons (a longer one is answered by
-            # typing, as its text says).
-            blocks = question_blocks(reply.text, reply.dialog, self._asked)
-        sending = await MultipartSend.begin(self._parts, reply.outbox_id, chunks)
-        dialog_id = reply.dialog.id if reply.dialog is not None and blocks else None
+        elif reply.files and (not reply.text.strip() or (stream is None and len(chunks) == 1)):
+            # Files alone, or with the text as their comment: one message, not two.
+            comment = chunks[0] if reply.text.strip() else None
+        else:
+            parts.extend(self._text_parts(chat, reply, chunks, stream))
+        if reply.files:
+            parts.append((files_fingerprint(reply.files),
+                          lambda: upload_files(self._client, chat, reply.files, comment)))
+        sending = await MultipartSend.begin(self._parts, reply.outbox_id, [p[0] for p in parts])
         try:
-            for index, text in enumerate(chunks):
-                await sending.part(str(index), self._part(chat, text,
-                                                          stream if index == 0 else None,
-                                                          blocks, dialog_id))
+            for index, (_, send) in enumerate(parts):
+                await sending.part(str(index), send)
         except Exception as exc:
             error = delivery_error(exc, self._on_auth_failure)
             if error.permanent:
                 await sending.finish()  # the outbox gives up on it: nothing left to resume
             raise error from exc
         await sending.finish()
+
+    def _text_parts(self, chat: ChatRef, reply: OutgoingReply, chunks: list[str],
+                    stream: StreamTarget | None) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
+        blocks = None
+        if reply.kind is ReplyKind.QUESTION and len(chunks) == 1:
+            # A question that fits one message gets its buttons (a longer one is answered by
+            # typing, as its text says).
+            blocks = question_blocks(reply.text, reply.dialog, self._asked)
+        dialog_id = reply.dialog.id if reply.dialog is not None and blocks else None
+        return [(text, self._part(chat, text, stream if index == 0 else None, blocks, dialog_id))
+                for index, text in enumerate(chunks)]
 
     def _part(self, chat: ChatRef, text: str, stream: StreamTarget | None,
               blocks: list[dict[str, Any]] | None = None,

@@ -219,7 +219,7 @@ class TelegramAdapter(Adapter):
         clicks = Clicks(bot, bridge, self._asked, storage, self._scrub, self._shown)
         self._pipeline = Pipeline(bot, bridge, self._policy, identity, self._sender.notice,
                                   COMMAND_NAMES, self._scrub, storage=storage,
-                                  clicked=clicks.handle)
+                                  clicked=clicks.handle, proxy=self._cfg.proxy_url)
         self._ready.set()
         log.info("connected to Telegram as @%s (%s mode)", identity.username, self._cfg.mode)
         self._tasks.spawn(self._register_commands(bot), name="telegram-commands")

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 
+import httpx
 from telegram import Bot
-from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
 from picobridge.adapters.common.backoff import Backoff
@@ -30,12 +33,15 @@ log = logging.getLogger("picobridge.telegram")
 DOWNLOAD_LIMIT = 20 * 1024 * 1024
 # Between tries of a failing getFile or download, within the file's time.
 RETRY_CAP = 8.0
+# Per network step of a download; attachments.download_timeout bounds the whole.
+STREAM_TIMEOUT = httpx.Timeout(20.0, connect=10.0)
 
 
 class Fetcher:
     def __init__(self, bot: Bot, policy: AttachmentPolicy, storage: StorageWait,
-                 scrub: Callable[[str], str]) -> None:
+                 scrub: Callable[[str], str], proxy: str | None = None) -> None:
         self._bot = bot
+        self._proxy = proxy
         self._policy = policy
         self._storage = storage
         self._scrub = scrub
@@ -61,7 +67,7 @@ class Fetcher:
             try:
                 file = await self._bot.get_file(ref.file_id)
                 self._policy.check_size(ref.name, file.file_size, DOWNLOAD_LIMIT)
-                return bytes(await file.download_as_bytearray())
+                return await self._stream(ref, file.file_path)
             except BadRequest as exc:
                 if "too big" in exc.message.lower():
                     raise AttachmentRefused(f"The file {ref.name!r} is over the 20 MB that "
@@ -80,12 +86,37 @@ class Fetcher:
             except TelegramError as exc:
                 check_cancelled()
                 reason = self._scrub(f"{exc.__class__.__name__}: {exc}")
+            except httpx.HTTPError as exc:
+                # Only the class: the message would hold the URL, and the URL the token.
+                reason = f"httpx.{exc.__class__.__name__}"
             except UNREADABLE as exc:
                 # getFile answered something that is not a file (a proxy, an API change).
                 reason = f"an answer of the wrong shape ({exc.__class__.__name__})"
             log.warning("fetching a %s failed (%s); trying again in %.0fs", ref.kind, reason,
                         backoff.delay)
             await backoff.wait()
+
+    async def _stream(self, ref: MediaRef, file_path: str | None) -> bytes:
+        """The file's bytes, read no further than the limit whatever getFile claimed (a local
+        Bot API server or a proxy may claim anything). PTB's own download reads it whole."""
+        if not file_path:
+            raise AttachmentRefused(f"Telegram would not hand over the file {ref.name!r}.")
+        if not file_path.startswith(("http://", "https://")):
+            # A local Bot API server (--local) hands over a path on this machine.
+            return await asyncio.to_thread(self._read_local, ref, Path(file_path))
+        async with (httpx.AsyncClient(proxy=self._proxy, timeout=STREAM_TIMEOUT) as client,
+                    client.stream("GET", file_path) as resp):
+            if resp.status_code in (401, 404):
+                raise InvalidToken()  # a download URL Telegram no longer knows
+            if resp.status_code != 200:
+                raise NetworkError(f"download answered HTTP {resp.status_code}")
+            return bytes(await self._policy.read_capped(
+                ref.name, resp.aiter_bytes(1 << 16), DOWNLOAD_LIMIT))
+
+    def _read_local(self, ref: MediaRef, path: Path) -> bytes:
+        with path.open("rb") as file:
+            self._policy.check_size(ref.name, os.fstat(file.fileno()).st_size, DOWNLOAD_LIMIT)
+            return file.read()
 
     async def _save(self, ref: MediaRef, data: bytes) -> Attachment:
         try:

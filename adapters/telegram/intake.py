@@ -77,7 +77,7 @@ class Pipeline:
     def __init__(self, bot: Bot, bridge: BridgeLink, policy: AttachmentPolicy,
                  identity: BotIdentity, notify: Notify, commands: Sequence[str],
                  scrub: Scrub, *, storage: StorageWait | None = None,
-                 clicked: Clicked | None = None) -> None:
+                 clicked: Clicked | None = None, proxy: str | None = None) -> None:
         """`storage` decides what a storage outage does (polling holds the update and tries
         again; a webhook answers 503): by default it holds. `clicked` answers a button's
         callback query (buttons.py), which must use the same `storage`."""
@@ -87,7 +87,7 @@ class Pipeline:
         self._notify = notify
         self._commands = tuple(commands)
         self._storage = storage if storage is not None else StorageWait(hold=True)
-        self._fetcher = Fetcher(bot, policy, self._storage, scrub)
+        self._fetcher = Fetcher(bot, policy, self._storage, scrub, proxy)
 
     async def handle(self, updates: Sequence[Update]) -> None:
         """One update, or all parts of one album; returns once the bridge has committed it or

@@ -3,10 +3,14 @@ and the adapter built on demand (python-telegram-bot is imported only then)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from picobridge.adapters.telegram.settings import TelegramSettings
 from picobridge.contract import Adapter, Platform
+
+# <bot id>:<secret>, as @BotFather gives it (the secret: letters, digits, _ and -).
+TOKEN_SHAPE = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
 
 
 class TelegramPlatform(Platform):
@@ -26,9 +30,22 @@ class TelegramPlatform(Platform):
         return frozenset(str(user) for user in section.allowed_users)
 
     def user_id_problem(self, user_id: str) -> str | None:
-        if not user_id.lstrip("-").isdigit():
-            return "telegram user ids are numbers"
+        if not re.fullmatch(r"-?[0-9]+", user_id):
+            return "telegram user ids are numbers, like 123456789"
+        if int(user_id) <= 0:
+            return ("telegram user ids are positive; a negative id is a group or channel (a "
+                    "chat, not a person). picobridge lets in people, not chats: allow the "
+                    "group's members one by one, by their own user ids (the bot tells each "
+                    "their id when they write to it)")
         return None
+
+    def token_problems(self, section: TelegramSettings) -> list[str]:
+        token = section.token.get_secret_value() if section.token is not None else None
+        if token is not None and not TOKEN_SHAPE.fullmatch(token):
+            return ["telegram.token does not look like a bot token: @BotFather gives it as "
+                    "the bot's number, a colon and a secret (123456789:AA...); check that "
+                    "it was copied whole"]
+        return []
 
     def needs_listener(self, section: TelegramSettings) -> str | None:
         if section.active and section.mode == "webhook":

@@ -11,6 +11,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.error import (
@@ -28,6 +29,13 @@ from picobridge.adapters.common.multipart import MultipartSend
 from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.textsplit import iter_split_markdown
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
+from picobridge.adapters.telegram.media import (
+    MediaStep,
+    NoteStep,
+    caption_for,
+    media_steps,
+    send_media,
+)
 from picobridge.adapters.telegram.render import (
     TelegramChunk,
     needs_file,
@@ -65,7 +73,7 @@ class FileStep:
     markdown: str
 
 
-Step = TextStep | FileStep
+Step = TextStep | FileStep | MediaStep | NoteStep
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +88,25 @@ class _Part:
 
 def _fingerprint(step: Step) -> str:
     """What a step sends, for telling whether a saved progress belongs to this plan."""
+    if isinstance(step, MediaStep):
+        return step.fingerprint()
+    if isinstance(step, NoteStep):
+        return f"note:{step.text}"
     return step.chunk.text if isinstance(step, TextStep) else f"file:{step.markdown}"
+
+
+def plan_reply(reply: OutgoingReply, max_chunks: int) -> list[Step]:
+    """The messages a reply becomes: its text, then its files, or the files alone with the
+    text as the first one's caption when it fits one."""
+    if not reply.files:
+        return plan(reply.text, max_chunks)
+    caption = caption_for(reply.text)
+    files: list[Step] = [*media_steps(reply.files, caption)]
+    if caption is not None and any(isinstance(step, MediaStep) for step in files):
+        return files
+    if not reply.text.strip():
+        return files
+    return [*plan(reply.text, max_chunks), *media_steps(reply.files, None)]
 
 
 def plan(markdown: str, max_chunks: int) -> list[Step]:
@@ -136,7 +162,7 @@ class Sender:
         """Deliver `reply`; when `edit` is the streamed draft of its turn, the draft becomes
         the first part; `markup` goes under the last part. A retry, also after a restart,
         sends only what did not arrive. Returns the message that carries `markup`."""
-        steps = plan(reply.text, self._max_chunks)
+        steps = plan_reply(reply, self._max_chunks)
         sending = await MultipartSend.begin(self._parts, reply.outbox_id,
                                             [_fingerprint(step) for step in steps])
         carriers: list[Message] = []
@@ -172,6 +198,9 @@ class Sender:
 
     async def _step(self, target: Target, step: Step, part: _Part,
                     sending: MultipartSend) -> None:
+        if isinstance(step, MediaStep | NoteStep):
+            await self._media(target, step, part)
+            return
         if isinstance(step, FileStep):
             _carried(part, await self._bot.send_document(
                 target.chat_id, document=step.markdown.encode("utf-8"), filename=FILE_NAME,
@@ -199,6 +228,21 @@ class Sender:
             log.warning("Telegram refused a formatted message (%s); sending it as plain text",
                         self._scrub(exc.message))
             await self._plain(target, chunk.text, part, sending)
+
+    async def _media(self, target: Target, step: MediaStep | NoteStep, part: _Part) -> None:
+        if part.edit is not None:
+            # The streamed draft cannot become a file; the answer goes anew below.
+            await self._delete(target, part.edit)
+        if isinstance(step, NoteStep):
+            _carried(part, await self._bot.send_message(
+                target.chat_id, step.text, message_thread_id=target.thread,
+                reply_parameters=part.quote, reply_markup=part.markup))
+            return
+        common: dict[str, Any] = {"reply_parameters": part.quote}
+        if part.markup is not None:
+            common["reply_markup"] = part.markup
+        _carried(part, await send_media(self._bot, target.chat_id, target.thread, step,
+                                        common))
 
     async def _plain(self, target: Target, text: str, part: _Part,
                      sending: MultipartSend) -> None:

@@ -12,9 +12,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from picobridge.contract import Attachment, DialogAnswer, DialogKind
+from picobridge.contract import (
+    Attachment,
+    DialogAnswer,
+    DialogKind,
+    OutboundFile,
+    OutgoingReply,
+    ReplyKind,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,17 +97,30 @@ class Capabilities:
 class Reply:
     """The agent's answer. `session` None: the agent named no session (logged, dropped).
 
+    `reply` is the one object that travels on to the platform: its text, and the files the
+    agent named (where it said they are; the core checks and stores them).
+
     Messages sent into a running turn (ControlRequest `tag`s): `delivered` the steered ones
     this answer covers; `continues` a follow-up the agent starts on now (the turn goes on:
     this answer is for what came before it); `undelivered` those the agent never took (they
-    go to it again as a turn of their own). `stopped`: the turn was aborted."""
+    go to it again as a turn of their own). `stopped`: the turn was aborted.
+    """
 
     session: str | None
-    text: str
+    reply: OutgoingReply
     delivered: tuple[str, ...] = ()
     continues: str | None = None
     undelivered: tuple[str, ...] = ()
     stopped: bool = False
+
+    @classmethod
+    def of(cls, session: str | None, text: str,
+           files: tuple[OutboundFile, ...] = (), **about: Any) -> Reply:
+        return cls(session, OutgoingReply(text, ReplyKind.ANSWER, files=files), **about)
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,9 +45,8 @@ def agent_environment(base: Mapping[str, str], extra: Mapping[str, str],
 
 
 def workdir(settings: AgentSettings, state_dir: Path) -> Path:
-    """The agent's working directory, created when missing: `agent.workdir`, else
-    `<state_dir>/workspace` (never the folder that holds the database)."""
-    path = settings.workdir if settings.workdir is not None else state_dir / "workspace"
+    """The agent's working directory (AgentSettings.workdir_in), created when missing."""
+    path = settings.workdir_in(state_dir)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from picobridge.agent.child import Child
 from picobridge.agent.driver import Driver, DriverContext
+from picobridge.agent.filestore import NO_FILES, FileStage
 from picobridge.agent.port import (
     AgentEvent,
     AgentListener,
@@ -53,8 +55,9 @@ class AgentWorker:
     def __init__(self, name: str, command: Sequence[str], settings: AgentSettings,
                  driver_class: type[Driver], state_dir: Path,
                  clock: Callable[[], float] = time.monotonic,
-                 origin: str = "agent.command") -> None:
+                 origin: str = "agent.command", files: FileStage = NO_FILES) -> None:
         self._name = name
+        self._files = files
         self._origin = origin
         self._command = list(command)
         self._settings = settings
@@ -233,7 +236,12 @@ class AgentWorker:
 
     async def _emit(self, event: AgentEvent) -> None:
         assert self._listener is not None
-        if isinstance(event, Reply | Failure) and event.session is not None:
+        if isinstance(event, Reply) and event.reply.files:
+            # Before anything more is written to the agent, which may delete its files then.
+            # The answer's other facts (what it covers of messages sent into the turn) stay.
+            event = dataclasses.replace(event, reply=self._files.stage(event.reply))
+        ends_turn = not (isinstance(event, Reply) and event.continues is not None)
+        if isinstance(event, Reply | Failure) and event.session is not None and ends_turn:
             self.turns += 1
             ended = self._ending.pop(event.session, None)
             if ended is not None:

@@ -78,12 +78,20 @@ async def access(settings: Settings, args: argparse.Namespace, argv: Sequence[st
         return _list_access(settings, grants)
     platform, user = _parse_user(settings, args.user)
     store = await open_store_for_writing(settings, argv)
+    held = 0
     try:
         await store.set_access(platform, user, args.action == "allow")
+        if args.action == "deny":
+            from picobridge.store.queued import DENIED
+
+            # What is queued from them is not sent either (a running daemon takes it out of
+            # its queue too: core/revocation.py).
+            held = await store.hold_back(platform, user, DENIED)
     finally:
         await store.close()
     verb = "allowed" if args.action == "allow" else "denied"
-    print(f"{platform}:{user} {verb} (takes effect now, no restart needed)")
+    queued = f"; {held} queued message(s) of theirs will not reach the agent" if held else ""
+    print(f"{platform}:{user} {verb} (takes effect now, no restart needed){queued}")
     return exit_codes.OK
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 from collections.abc import Sequence
 
@@ -32,5 +34,22 @@ def missing_agent(command: Sequence[str]) -> str | None:
     """A hint naming where the agent comes from and `--echo`, or None when it is installed."""
     if installed(command):
         return None
+    split = _one_string(command)
+    if split is not None:
+        words = (f"agent.command is a list with one word per item, not one command line: "
+                 f"write {json.dumps(split)}")
+        more = missing_agent(split)
+        return words + (f"; {more}" if more else "")
     where = _WHERE.get(os.path.basename(command[0]) if command else "")
     return "; ".join(part for part in (where, TRY_ECHO) if part)
+
+
+def _one_string(command: Sequence[str]) -> list[str] | None:
+    """The words of a command line given as a single item (`["picobot agent --json"]`)."""
+    if len(command) != 1:
+        return None
+    try:
+        words = shlex.split(command[0])
+    except ValueError:
+        return None
+    return words if len(words) > 1 else None

@@ -17,12 +17,12 @@ from picobridge.agent.process import workdir
 from picobridge.agent.protocols import driver_class
 from picobridge.cli import statedir
 from picobridge.cli.agent_hint import missing_agent
-from picobridge.cli.common import CliError
+from picobridge.cli.common import CliError, no_platform
 from picobridge.cli.instance import holder
 from picobridge.config.settings import Settings, default_config_path
 from picobridge.ops import listen
 from picobridge.ops.logs import RedactingFormatter
-from picobridge.store.schema import available_migrations
+from picobridge.store.schema import latest_version
 
 if TYPE_CHECKING:
     from picobridge.cli.main import Invocation
@@ -30,13 +30,23 @@ if TYPE_CHECKING:
 
 class _Report:
     def __init__(self, secrets: list[str]) -> None:
-        self.failed = False
+        self.failed = False  # a part cannot be used
+        self.misconfigured = False  # the configuration is what is wrong
         self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
 
-    def line(self, part: str, ok: bool | None, text: str) -> None:
+    def line(self, part: str, ok: bool | None, text: str, *, config: bool = False) -> None:
         mark = {True: "ok  ", False: "FAIL", None: "--  "}[ok]
-        self.failed |= ok is False
+        if ok is False:
+            self.misconfigured |= config
+            self.failed |= not config
         print(f"{mark} {part:<9} {self._scrub.redact(text)}")
+
+    def exit_code(self) -> int:
+        """1 when a part fails (the report says which), else 3 when the configuration is
+        wrong as for every other command, else 0."""
+        if self.failed:
+            return exit_codes.FAILURE
+        return exit_codes.CONFIG if self.misconfigured else exit_codes.OK
 
     def secrets(self, secrets: list[str]) -> None:
         self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
@@ -55,7 +65,7 @@ def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
 
 def _database_file(settings: Settings) -> tuple[bool, str]:
     path = settings.db_path
-    latest = len(available_migrations())
+    latest = latest_version()
     for folder in (settings.state_dir, *settings.state_dir.parents):
         if folder.exists() and not folder.is_dir():
             return False, f"state_dir {settings.state_dir}: {folder} is a file, not a directory"
@@ -72,7 +82,7 @@ def _database_file(settings: Settings) -> tuple[bool, str]:
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return True, f"{path} will be initialised on first start"
-        return False, f"cannot read {path}: {exc}"
+        return False, f"cannot read {path}: {exc}{_read_only(path)}"
     except sqlite3.DatabaseError as exc:
         return False, f"{path} is not a picobridge database: {exc}"
     version = int(row[0])
@@ -80,10 +90,14 @@ def _database_file(settings: Settings) -> tuple[bool, str]:
         return False, (f"{path} is at schema {version}, newer than this picobridge ({latest}); "
                        "upgrade picobridge")
     if not os.access(path, os.W_OK):
-        return False, f"{path} is not writable"
+        return False, f"{path} is not writable{_read_only(path)}"
     pending = latest - version
     return True, f"{path} schema {version}" + (f", {pending} migration(s) to apply on start"
                                                 if pending else "")
+
+
+def _read_only(path: Path) -> str:
+    return f"; {statedir.READ_ONLY}" if statedir.read_only(path) else ""
 
 
 def _workdir_problem(settings: Settings, argv: list[str]) -> str | None:
@@ -171,7 +185,6 @@ async def run_check(invocation: Invocation) -> int:
         except Exception as exc:  # any failure here is a finding, not a crash
             report.line(name, False, f"{exc.__class__.__name__}: {exc}")
     if not enabled:
-        hint = " or ".join(p.enable_hint for p in settings.platforms.values())
-        report.line("platforms", False, f"none enabled: set {hint}")
+        report.line("platforms", False, no_platform(settings), config=True)
     sys.stdout.flush()
-    return exit_codes.FAILURE if report.failed else exit_codes.OK
+    return report.exit_code()

@@ -27,7 +27,8 @@ async def open_store(settings: Settings, *, migrate: bool = True) -> Store:
     try:
         return await Store.open(settings.db_path, migrate_schema=migrate)
     except (StoreError, SchemaError) as exc:
-        raise CliError(f"database error: {exc}", exit_codes.DATABASE) from None
+        hint = f"; {statedir.READ_ONLY}" if statedir.read_only(settings.db_path) else ""
+        raise CliError(f"database error: {exc}{hint}", exit_codes.DATABASE) from None
 
 
 async def open_existing_store(settings: Settings, argv: Sequence[str]) -> Store | None:
@@ -48,6 +49,19 @@ async def open_store_for_writing(settings: Settings, argv: Sequence[str],
     """The store for a command that writes: the state_dir and database made when missing."""
     statedir.prepare(settings.state_dir, argv, create=True, announce=announce)
     return await open_store(settings)
+
+
+def no_platform(settings: Settings) -> str:
+    """Why no platform runs: switched off on purpose, or never given its token."""
+    off = [name for name, platform in settings.platforms.items()
+           if platform.switched_off(settings.section(name))]
+    unset = [platform.enable_hint for name, platform in settings.platforms.items()
+             if name not in off]
+    if not off:
+        return "no platform is enabled; set " + " or ".join(unset)
+    said = " and ".join(f"{name}.enabled = false" for name in off)
+    return (f"no platform is enabled: {said}; set enabled = true (or remove the line) where "
+            "you want one" + (", or set " + " or ".join(unset) if unset else ""))
 
 
 def when(ts: float | None) -> str:

@@ -11,7 +11,10 @@ What it answers:
   `echo-agent-memory.json` in its working directory so it survives a restart like a real
   agent's sessions do);
 - "markdown": a sample with bold, italics, code, a list and a link, to see each platform's
-  rendering.
+  rendering;
+- "sendfile <name>": a small PNG, written to its working directory and sent back twice, once
+  through the response's `attachments` and once through a `MEDIA: <path>` line (the two ways
+  an agent sends files, docs/agents.md), to see a file arrive.
 Before each answer it reports progress the way picobot does: one tool call and the text in
 pieces.
 """
@@ -21,8 +24,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import sys
 import uuid
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -86,6 +91,35 @@ class Memory:
             os.replace(tmp, self._path)
         except OSError:
             self._path = None  # an unwritable folder: remember in memory only
+
+
+SENDFILE = re.compile(r"^\s*sendfile\s+(\S+)\s*$", re.IGNORECASE)
+
+
+def small_png(width: int = 16, height: int = 16) -> bytes:
+    """A valid PNG of a two-colour gradient, written without an imaging library."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(
+            ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(b"\x00" + bytes(
+        value for x in range(width) for value in (x * 255 // width, 96, y * 255 // height))
+        for y in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+            + chunk(b"IEND", b""))
+
+
+def send_file(name: str, folder: Path) -> tuple[str, list[dict[str, str]]]:
+    """The answer to "sendfile <name>": its text (with the MEDIA: line) and attachments."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "picture"
+    if not base.lower().endswith(".png"):
+        base += ".png"
+    (folder / base).write_bytes(small_png())
+    (folder / f"media-{base}").write_bytes(small_png(24, 12))
+    text = (f"Here is {base}, sent through `attachments`, and media-{base} through a MEDIA: "
+            f"line.\nMEDIA: media-{base}")
+    return text, [{"name": base, "path": base}]
 
 
 def _attachment_line(item: Any) -> str:
@@ -154,7 +188,12 @@ class EchoAgent:
         text = content if isinstance(content, str) else ""
         attachments = record.get("attachments")
         attachments = attachments if isinstance(attachments, list) else []
-        reply = answer(text, attachments, session, self._memory)
+        files: list[dict[str, str]] = []
+        wanted = SENDFILE.match(text)
+        if wanted is not None:
+            reply, files = send_file(wanted.group(1), Path.cwd())
+        else:
+            reply = answer(text, attachments, session, self._memory)
         self._tools += 1
         call = {"id": str(self._tools), "name": "echo"}
         self.emit({"type": "progress", "event": "tool_call_start", **call,
@@ -163,7 +202,11 @@ class EchoAgent:
         for start in range(0, len(reply), 40):
             self.emit({"type": "progress", "event": "text_delta",
                        "text": reply[start:start + 40]})
-        self.emit({"type": "response", "content": reply, "session": f"json:{session}"})
+        response: dict[str, Any] = {"type": "response", "content": reply,
+                                    "session": f"json:{session}"}
+        if files:
+            response["attachments"] = files
+        self.emit(response)
 
 
 def main(memory_dir: Path | None = None) -> int:

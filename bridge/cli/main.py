@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
 from picobridge.cli import statedir
-from picobridge.cli.common import CliError, open_store
+from picobridge.cli.common import CliError, no_platform, open_store
 from picobridge.cli.instance import InstanceLock, InstanceLocked
 from picobridge.cli.parser import build_parser
 from picobridge.cli.wiring import StartupError
@@ -155,10 +155,6 @@ def _agent_commands(settings: Settings) -> list[list[str]]:
     return [w.command for w in settings.agent.workers] or [settings.agent.command]
 
 
-def _enable_hint(settings: Settings) -> str:
-    return "set " + " or ".join(p.enable_hint for p in settings.platforms.values())
-
-
 async def _run(settings: Settings, invocation: Invocation) -> int:
     from picobridge.adapters.registry import build_adapters
     from picobridge.cli import wiring as daemon
@@ -166,8 +162,8 @@ async def _run(settings: Settings, invocation: Invocation) -> int:
 
     adapters = build_adapters(settings)
     if not adapters:
-        raise CliError("config error: no platform is enabled; " + _enable_hint(settings)
-                       + " (or try `picobridge chat --echo`)", exit_codes.CONFIG)
+        raise CliError(f"config error: {no_platform(settings)} (or try `picobridge chat "
+                       "--echo`)", exit_codes.CONFIG)
     for command in _agent_commands(settings):
         hint = missing_agent(command)
         if hint:

@@ -49,6 +49,18 @@ def _owner(path: Path) -> int | None:
         return None
 
 
+def read_only(path: Path) -> bool:
+    """Whether `path` (or the nearest folder above it that exists) is on a read-only mount."""
+    try:
+        return bool(os.statvfs(_nearest_existing(path)).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+READ_ONLY = ("it is on a read-only filesystem: mount it read-write (a container volume "
+             "without :ro; under systemd, StateDirectory= or ReadWritePaths=)")
+
+
 def fix(path: Path, argv: Sequence[str]) -> str:
     """How to get past a permission problem at `path` (the state_dir or something in it)."""
     again = shlex.join(["picobridge", *argv])
@@ -57,6 +69,8 @@ def fix(path: Path, argv: Sequence[str]) -> str:
                  f"{me} can write")
     existing = _nearest_existing(path)
     owner = _owner(existing)
+    if read_only(existing):
+        return f"{READ_ONLY}, {elsewhere}"
     if existing != path and not os.access(existing, os.X_OK):
         return f"{existing} does not let {me} in; give {me} access to it, {elsewhere}"
     if existing == path and owner is not None and owner not in (0, os.geteuid()):

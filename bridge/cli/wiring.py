@@ -16,6 +16,7 @@ from typing import Any
 
 from picobridge import exit_codes
 from picobridge.adapters.registry import allow_lists
+from picobridge.agent.filestore import OutboundFiles
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
@@ -30,6 +31,7 @@ from picobridge.core.history import History
 from picobridge.core.intake import Intake
 from picobridge.core.modes import BusyModes
 from picobridge.core.outbox import Outbox
+from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
@@ -67,20 +69,23 @@ class Daemon:
     tasks: TaskSupervisor
     affinity: AffinityRecorder
     http: HttpServer | None = None
+    revocations: Revocations | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
                on_assign: Callable[[str, str], None] | None = None) -> WorkerPool:
     agent = settings.agent
     driver = driver_class(agent.protocol)
+    files = outbound_files(settings)
     if agent.workers:
         workers = [AgentWorker(w.name or f"w{i}", w.command, agent, driver, settings.state_dir,
-                               origin=f"agent.workers[{i - 1}].command")
+                               origin=f"agent.workers[{i - 1}].command", files=files)
                    for i, w in enumerate(agent.workers, 1)]
         weights = {worker.name: w.weight for worker, w in zip(workers, agent.workers,
                                                               strict=True)}
     else:
-        workers = [AgentWorker(f"w{i}", agent.command, agent, driver, settings.state_dir)
+        workers = [AgentWorker(f"w{i}", agent.command, agent, driver, settings.state_dir,
+                               files=files)
                    for i in range(1, agent.pool_size + 1)]
         weights = {}
     per_worker = min(agent.max_in_flight, driver.max_turns or agent.max_in_flight)
@@ -144,11 +149,23 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
         settings.http.max_connections, settings.http.header_timeout,
         settings.http.body_timeout)) if settings.http.listen else None
     commands = build_commands(settings, store, router, pool, choices)
-    intake = Intake(store, router, outbox, AccessPolicy(store, allow_lists(settings)), commands,
+    access = AccessPolicy(store, allow_lists(settings))
+    intake = Intake(store, router, outbox, access, commands,
                     pool, http.app if http else None, tell_after=settings.agent.restart_budget,
                     tasks=tasks, dialogs=dialogs)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
-                  http)
+                  http, Revocations(store, router, access, dialogs))
+
+
+def outbound_files(settings: Settings) -> OutboundFiles:
+    """Where the files agents send may come from, and where their copies are kept."""
+    dirs = settings.attachments.outbound_dirs
+    if dirs is None:
+        outbox = settings.state_dir / "outbox"
+        outbox.mkdir(parents=True, exist_ok=True)  # a folder agents may drop files into
+        dirs = [settings.agent.workdir_in(settings.state_dir), outbox]
+    return OutboundFiles(settings.media_dir / "outbound", dirs,
+                         settings.attachments.outbound_max_bytes)
 
 
 def sources(daemon: Daemon) -> Sources:
@@ -179,6 +196,9 @@ async def start(daemon: Daemon) -> None:
         await daemon.outbox.start()
         await daemon.router.start()
         daemon.pool.start(daemon.router)
+        daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
+        if daemon.revocations is not None:
+            daemon.tasks.start("access-revocations", daemon.revocations.watch)
         for adapter in daemon.adapters.values():
             await adapter.start(daemon.intake)
             log.info("platform %s started", adapter.platform)

@@ -29,6 +29,9 @@ from picobridge.contract.errors import (
     DeliveryError,
     StorageUnavailable,
 )
+from picobridge.contract.filenames import (
+    safe_name,
+)
 from picobridge.contract.link import (
     BridgeLink,
 )
@@ -36,6 +39,7 @@ from picobridge.contract.messages import (
     Attachment,
     ChatRef,
     InboundMessage,
+    OutboundFile,
     Outcome,
     OutgoingReply,
     ProgressEvent,
@@ -49,7 +53,11 @@ from picobridge.contract.platform import (
 )
 from picobridge.contract.sniff import (
     AGENT_IMAGE_TYPES,
+    HEAD_BYTES,
+    OGG_OPUS,
     agent_image_type,
+    file_type,
+    ogg_opus,
     sniff_file,
     sniff_mime,
 )
@@ -59,6 +67,8 @@ __all__ = [
     "AGENT_IMAGE_TYPES",
     "ALL_COMMANDS",
     "BRIDGE_COMMANDS",
+    "HEAD_BYTES",
+    "OGG_OPUS",
     "Adapter",
     "Attachment",
     "BridgeCommand",
@@ -71,6 +81,7 @@ __all__ = [
     "DialogEnd",
     "DialogKind",
     "InboundMessage",
+    "OutboundFile",
     "Outcome",
     "OutgoingReply",
     "Platform",
@@ -81,7 +92,10 @@ __all__ = [
     "SubmitResult",
     "agent_image_type",
     "catalogue",
+    "file_type",
     "listed_commands",
+    "ogg_opus",
+    "safe_name",
     "scrub_surrogates",
     "sniff_file",
     "sniff_mime",

@@ -107,11 +107,48 @@ class ReplyKind(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class OutboundFile:
+    """A file the agent sends to the chat, with its reply.
+
+    In a reply the outbox hands over, `path` is the bridge's own copy under state_dir (made
+    when the reply was stored, so the agent may delete its file at once), `mime` was told
+    from the bytes and `size` is the copy's. Before that, on its way from the agent, `path`
+    is where the agent said the file is, or `content` holds the file's text.
+    """
+
+    name: str
+    path: str = ""
+    mime: str = "application/octet-stream"
+    size: int = 0
+    # A Markdown image's alt text: shown with the file where the platform can.
+    caption: str = ""
+    content: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "path": self.path, "mime": self.mime,
+                                "size": self.size}
+        if self.caption:
+            data["caption"] = self.caption
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OutboundFile:
+        return cls(name=str(data["name"]), path=str(data.get("path", "")),
+                   mime=str(data.get("mime") or "application/octet-stream"),
+                   size=int(data.get("size") or 0), caption=str(data.get("caption") or ""))
+
+
+@dataclass(frozen=True, slots=True)
 class OutgoingReply:
-    """One message for a chat. `text` is Markdown; the adapter renders it for its platform."""
+    """One reply for a chat, the same object from the agent's driver to the platform: the
+    router adds whom it answers, the store its `outbox_id`, the outbox its `dialog`.
+
+    `text` is Markdown; the adapter renders it for its platform. `files` go with it (in
+    order), each a part of its own that is sent once, also across restarts.
+    """
 
     text: str
-    kind: ReplyKind
+    kind: ReplyKind = ReplyKind.ANSWER
     reply_to: str | None = None
     # Platform ids of the user messages this reply settles, so a console or test can match.
     answers: tuple[str, ...] = ()
@@ -122,6 +159,7 @@ class OutgoingReply:
     outbox_id: int | None = None
     # For a QUESTION: what is asked, so a platform with buttons can offer them.
     dialog: Dialog | None = None
+    files: tuple[OutboundFile, ...] = ()
 
 
 class ProgressKind(enum.StrEnum):

@@ -42,6 +42,16 @@ class Platform(ABC):
         """Why `user_id` cannot be one of this platform's user ids (None when it can)."""
         return None if user_id.strip() == user_id and user_id else "an empty or padded id"
 
+    def token_problems(self, section: Any) -> list[str]:
+        """Tokens in the section that cannot be what they are meant to be (judged by their
+        shape, before any network call). Each a plain sentence naming the key, never the value.
+        """
+        return []
+
+    def switched_off(self, section: Any) -> bool:
+        """Whether the section turns the platform off on purpose (`enabled = false`)."""
+        return getattr(section, "enabled", None) is False
+
     def needs_listener(self, section: Any) -> str | None:
         """What of this section needs the local HTTP listener (`http.listen`), if anything."""
         return None

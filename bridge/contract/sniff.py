@@ -7,10 +7,15 @@ makes every model call of that chat fail. The bridge (images for an agent) and t
 
 from __future__ import annotations
 
+import mimetypes
 from pathlib import Path
 
-# Enough bytes for every signature below (WebP's sits at offset 8..11).
-HEAD_BYTES = 16
+# Enough bytes for every signature below (WebP's sits at offset 8..11, an Ogg stream's codec
+# name at 28..35).
+HEAD_BYTES = 64
+OCTET_STREAM = "application/octet-stream"
+# What `file_type` calls Ogg holding Opus audio: what platforms play as a voice note.
+OGG_OPUS = "audio/ogg; codecs=opus"
 
 # What models take as images: the formats both agent protocols accept.
 AGENT_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -58,3 +63,40 @@ def agent_image_type(head: bytes) -> str | None:
     """The image type to give an agent, or None: then the file goes as a file."""
     mime = sniff_mime(head)
     return mime if mime in AGENT_IMAGE_TYPES else None
+
+
+def ogg_opus(head: bytes) -> bool:
+    """Whether the bytes open an Ogg stream of Opus audio: what a platform plays as a voice
+    note (the first page holds the codec's identification header)."""
+    return head[:4] == b"OggS" and b"OpusHead" in head[:HEAD_BYTES]
+
+
+def _text(head: bytes) -> bool:
+    if not head or b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A multi-byte character cut off by the end of the head is still text.
+        return exc.reason == "unexpected end of data" and exc.start >= len(head) - 3
+    return True
+
+
+def file_type(head: bytes, name: str = "") -> str:
+    """A file's type for a platform, always one: what the bytes say; for text, or bytes that
+    say nothing, the name's type where it is more precise (Markdown, CSV, JSON; never an
+    image a name alone cannot make); else text/plain or application/octet-stream."""
+    found = sniff_mime(head)
+    if found == "audio/ogg" and ogg_opus(head):
+        return OGG_OPUS
+    if found is not None:
+        return found
+    guessed = mimetypes.guess_type(name, strict=False)[0] if name else None
+    if _text(head):
+        if guessed and (guessed.startswith("text/") or guessed.endswith(
+                ("json", "xml", "yaml", "toml", "javascript"))):
+            return guessed
+        return "text/plain"
+    if guessed and not guessed.startswith(("image/", "audio/", "video/", "text/")):
+        return guessed
+    return OCTET_STREAM

@@ -5,11 +5,12 @@ write lock): kept in memory and tried again until stored, then handed to the out
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from picobridge.contract import ChatRef, ReplyKind
+from picobridge.contract import ChatRef, OutgoingReply, ReplyKind
 from picobridge.core.outbox import Outbox
 from picobridge.core.turns import Turn
 from picobridge.store import Store, StoredMessage
@@ -48,9 +49,8 @@ class Answers:
 
         task.add_done_callback(forget)
 
-    def settle(self, turn: Turn, kind: ReplyKind, text: str,
-               after: Callable[[Turn], None], *, status: str = "answered",
-               error: str | None = None) -> None:
+    def settle(self, turn: Turn, reply: OutgoingReply, after: Callable[[Turn], None], *,
+               status: str = "answered", error: str | None = None) -> None:
         """Store the turn's reply and hand it to the outbox, then call `after(turn)`.
 
         The agent's output is read by one task per worker; committing each answer before
@@ -59,9 +59,9 @@ class Answers:
         """
         async def run() -> None:
             try:
-                await self.commit(turn.chat, kind, text, session_id=turn.session,
-                                  reply_to=turn.messages[-1].reply_to, settles=turn.messages,
-                                  settle_status=status, error=error)
+                await self.commit(turn.chat, dataclasses.replace(
+                    reply, reply_to=turn.messages[-1].reply_to), session_id=turn.session,
+                    settles=turn.messages, settle_status=status, error=error)
             finally:
                 after(turn)
 
@@ -74,11 +74,11 @@ class Answers:
         text = (f"⚠️ Sorry, the agent failed {last.attempts} times on your message and I gave "
                 f"up ({reason}). Please try again later.")
         self._in_order(last.chat, self.commit(
-            last.chat, ReplyKind.ERROR, text, session_id=last.session_id,
-            reply_to=last.reply_to, settles=messages, settle_status="failed", error=reason),
+            last.chat, OutgoingReply(text, ReplyKind.ERROR, last.reply_to),
+            session_id=last.session_id, settles=messages, settle_status="failed", error=reason),
             f"give-up-{last.session_id}")
 
-    async def unsolicited(self, session: str | None, text: str) -> None:
+    async def unsolicited(self, session: str | None, reply: OutgoingReply) -> None:
         """An answer no turn waits for (a scheduled job, a second answer): its session tells
         the chat."""
         chat = await self._store.chat_for_session(session) if session else None
@@ -86,14 +86,14 @@ class Answers:
             log.warning("agent response for unknown session %r dropped", session)
             return
         self._outbox.deliver(await self._store.add_reply(
-            chat, ReplyKind.UNSOLICITED, text, session_id=session))
+            chat, dataclasses.replace(reply, kind=ReplyKind.UNSOLICITED), session_id=session))
 
-    async def commit(self, chat: ChatRef, kind: ReplyKind, text: str, **details: Any) -> None:
+    async def commit(self, chat: ChatRef, reply: OutgoingReply, **details: Any) -> None:
         delay = STORE_RETRY_FIRST
         failed = False
         while True:
             try:
-                stored = await self._store.add_reply(chat, kind, text, **details)
+                stored = await self._store.add_reply(chat, reply, **details)
             except Exception as exc:
                 if not failed:
                     log.error("storing the answer failed chat=%s (%s: %s); keeping it and "

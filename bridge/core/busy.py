@@ -21,7 +21,7 @@ from picobridge.agent.port import (
     Failure,
     Reply,
 )
-from picobridge.contract import Outcome, ReplyKind
+from picobridge.contract import Outcome, OutgoingReply, ReplyKind
 from picobridge.core.answers import Answers
 from picobridge.core.lanes import Lanes
 from picobridge.core.modes import BusyMode, BusyModes
@@ -120,8 +120,8 @@ class BusyHandling:
 
     async def _note(self, msg: StoredMessage, text: str) -> None:
         try:
-            self._outbox.deliver(await self._store.add_reply(
-                msg.chat, ReplyKind.NOTICE, text, reply_to=msg.reply_to or msg.platform_msg_id))
+            self._outbox.deliver(await self._store.add_reply(msg.chat, OutgoingReply(
+                text, ReplyKind.NOTICE, reply_to=msg.reply_to or msg.platform_msg_id)))
         except Exception as exc:
             log.warning("chat=%s: a note on a busy-mode message was not stored (%s)",
                         msg.chat.key, exc.__class__.__name__)
@@ -137,7 +137,7 @@ class BusyHandling:
         if isinstance(event, Reply) and event.continues is not None:
             following = turn.pending.pop(event.continues, None)
             answered = replace(turn, messages=turn.messages)
-            self._answers.settle(answered, ReplyKind.ANSWER, event.text, lambda _: None)
+            self._answers.settle(answered, event.reply, lambda _: None)
             turn.messages = [following] if following is not None else []
             return True
         if isinstance(event, Reply) and event.stopped and turn.interrupted:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from picobridge.contract import ChatRef
+from picobridge.contract import ChatRef, OutboundFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +17,7 @@ class CommandReply:
     options: tuple[str, ...] = ()
     title: str = ""
     chosen: Callable[[str], Awaitable[str]] | None = None
+    files: tuple[OutboundFile, ...] = ()  # stored under state_dir already (/export)
 
 
 # A command's handler: (its argument, the chat) -> its answer.

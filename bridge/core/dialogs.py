@@ -26,6 +26,7 @@ from picobridge.contract import (
     DialogClosed,
     DialogEnd,
     DialogKind,
+    OutgoingReply,
     ReplyKind,
 )
 from picobridge.core.outbox import Outbox
@@ -56,6 +57,7 @@ class _Open:
     session: str | None  # the turn's that asked; None for the bridge's own menus
     respond: Respond  # passes the answer on (to the agent, or a menu's command)
     expiry: asyncio.Task[None] | None = None
+    senders: frozenset[tuple[str, str]] = frozenset()  # (platform, sender) of the turn
 
 
 class Dialogs:
@@ -78,15 +80,16 @@ class Dialogs:
             await self._close(previous, DialogAnswer(cancelled=True), tell_agent=True,
                               end=DialogEnd.CLOSED)
         entry = _Open(dialog, turn.chat, turn.session,
-                      _to_agent(turn.worker, request.request_id))
+                      _to_agent(turn.worker, request.request_id),
+                      senders=frozenset((m.chat.platform, m.sender_id) for m in turn.messages))
         self._open[dialog.id] = entry
         self._by_chat[turn.chat.key] = dialog.id
         limit = min(self._timeout, request.timeout) if request.timeout else self._timeout
         entry.expiry = asyncio.create_task(self._expire(dialog.id, limit),
                                            name=f"dialog-{dialog.id}")
         stored = await self._store.add_reply(
-            turn.chat, ReplyKind.QUESTION, question_text(dialog),
-            session_id=turn.session, reply_to=turn.messages[-1].reply_to)
+            turn.chat, OutgoingReply(question_text(dialog), ReplyKind.QUESTION,
+                                     turn.messages[-1].reply_to), session_id=turn.session)
         self._outbox.deliver(stored, dialog=dialog)
         log.info("agent asks chat=%s: %s dialog %s", turn.chat.key, dialog.kind.value,
                  dialog.id)
@@ -145,6 +148,17 @@ class Dialogs:
         for dialog_id in [d for d, e in self._open.items() if e.session == session]:
             await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=False,
                               end=DialogEnd.CLOSED)
+
+    def senders(self) -> set[tuple[str, str]]:
+        return {sender for entry in self._open.values() for sender in entry.senders}
+
+    async def cancel_from(self, senders: set[tuple[str, str]]) -> int:
+        """Questions asked in turns of these senders are cancelled (the agent hears so)."""
+        ids = [d for d, e in self._open.items() if e.senders & senders]
+        for dialog_id in ids:
+            await self._close(dialog_id, DialogAnswer(cancelled=True), tell_agent=True,
+                              end=DialogEnd.CLOSED)
+        return len(ids)
 
     async def stop(self) -> None:
         for dialog_id in list(self._open):

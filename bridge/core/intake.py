@@ -19,6 +19,7 @@ from picobridge.contract import (
     ChatRef,
     DialogAnswer,
     InboundMessage,
+    OutgoingReply,
     ReplyKind,
     SubmitResult,
     catalogue,
@@ -56,6 +57,7 @@ class Intake:
         self._tell_after = tell_after
         self._outage: float | None = None
         self._told: set[str] = set()
+        self._swept = False  # the chats waiting when the outage passed tell_after were told
         self._store = store
         self._router = router
         self._outbox = outbox
@@ -88,9 +90,9 @@ class Intake:
             log.info("message from unknown user refused platform=%s user=%s chat=%s", platform,
                      message.sender_id, chat.key)
             if await self._access.should_tell(platform, message.sender_id):
-                self._outbox.deliver(await self._store.add_reply(
-                    chat, ReplyKind.NOTICE, denial_text(platform, message.sender_id),
-                    reply_to=message.reply_to, private_to=message.sender_id))
+                self._outbox.deliver(await self._store.add_reply(chat, OutgoingReply(
+                    denial_text(platform, message.sender_id), ReplyKind.NOTICE,
+                    message.reply_to, private_to=message.sender_id)))
             return SubmitResult.DENIED
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
@@ -110,13 +112,34 @@ class Intake:
         return SubmitResult.ACCEPTED
 
     async def _tell_if_agent_down(self, message: InboundMessage) -> None:
+        since = self._outage_now()
+        if since is not None:
+            await self._tell(message.chat, message.reply_to, since)
+
+    def _outage_now(self) -> float | None:
+        """When the current outage began, once it is past `tell_after`; else None."""
         since = self._agents.down_since()
         if since is None or time.monotonic() - since < self._tell_after:
-            return
+            return None
         if since != self._outage or len(self._told) >= MAX_TOLD:
             self._outage = since
             self._told.clear()
-        chat = message.chat
+            self._swept = False
+        return since
+
+    async def watch_outages(self, every: float = 1.0) -> None:
+        """Once an outage passes `tell_after`, every chat with a message already waiting is
+        told too (once), not only those that write during it."""
+        while True:
+            await asyncio.sleep(every)
+            since = self._outage_now()
+            if since is None or self._swept:
+                continue
+            for waiting in await self._store.waiting_chats():
+                await self._tell(waiting.chat, waiting.reply_to, since)
+            self._swept = True
+
+    async def _tell(self, chat: ChatRef, reply_to: str | None, since: float) -> None:
         if chat.key in self._told:
             return
         self._told.add(chat.key)
@@ -124,7 +147,7 @@ class Intake:
                     time.monotonic() - since, chat.key)
         try:
             self._outbox.deliver(await self._store.add_reply(
-                chat, ReplyKind.NOTICE, AGENT_DOWN_TEXT, reply_to=message.reply_to))
+                chat, OutgoingReply(AGENT_DOWN_TEXT, ReplyKind.NOTICE, reply_to)))
         except Exception:
             # The message itself is stored: the platform must hear that it arrived.
             log.exception("could not store the agent-down notice chat=%s", chat.key)
@@ -166,11 +189,16 @@ class Intake:
         chat = message.chat
         menu = bool(reply.options and reply.chosen is not None and self._dialogs is not None)
         kind = ReplyKind.QUESTION if menu else ReplyKind.NOTICE
-        if first:
+        if first and not reply.files:
             stored = await self._store.record_command(message, reply.text, kind)
         else:
-            stored = await self._store.add_reply(chat, kind, reply.text,
-                                                 reply_to=message.reply_to)
+            if first:  # a file goes after the command's own answer, which is stored with it
+                done = await self._store.record_command(message, "✓")
+                if done is None:
+                    return
+                self._outbox.deliver(done)
+            stored = await self._store.add_reply(chat, OutgoingReply(
+                reply.text, kind, reply_to=message.reply_to, files=reply.files))
         if stored is None:
             return
         if menu:
@@ -190,8 +218,8 @@ class Intake:
 
         async def run(value: str) -> None:
             text = await chosen(value)
-            self._outbox.deliver(await self._store.add_reply(
-                message.chat, ReplyKind.NOTICE, text, reply_to=message.reply_to))
+            self._outbox.deliver(await self._store.add_reply(message.chat, OutgoingReply(
+                text, ReplyKind.NOTICE, reply_to=message.reply_to)))
 
         return run
 

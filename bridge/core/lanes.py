@@ -115,6 +115,29 @@ class Lanes:
             batch.append(lane.queue.popleft())
         return batch
 
+    def replace(self, msg: StoredMessage) -> None:
+        """An edited message takes the place of its queued original."""
+        lane = self._lanes.get(msg.chat.key)
+        for i, queued in enumerate(lane.queue if lane is not None else ()):
+            if queued.id == msg.id:
+                lane.queue[i] = msg  # type: ignore[union-attr]
+
+    def senders(self) -> set[tuple[str, str]]:
+        """(platform, sender id) of every queued message."""
+        return {(m.chat.platform, m.sender_id) for lane in self._lanes.values()
+                for m in lane.queue}
+
+    def remove_from(self, senders: set[tuple[str, str]]) -> list[StoredMessage]:
+        """Take these senders' queued messages out of their lanes."""
+        removed = []
+        for lane in list(self._lanes.values()):
+            keep = [m for m in lane.queue if (m.chat.platform, m.sender_id) not in senders]
+            if len(keep) != len(lane.queue):
+                removed += [m for m in lane.queue if (m.chat.platform, m.sender_id) in senders]
+                lane.queue = deque(keep)
+                self.forget_if_idle(lane)
+        return removed
+
     def forget_if_idle(self, lane: Lane) -> None:
         if not lane.queue and lane.turn is None and not lane.waiting and not lane.held:
             self._lanes.pop(lane.chat.key, None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sqlite3
 import time
@@ -27,7 +28,6 @@ from picobridge.contract import (
     DeliveryError,
     Dialog,
     DialogClosed,
-    OutgoingReply,
     ReplyKind,
 )
 from picobridge.core.stats import Delivery, OutboxStats, bump
@@ -194,9 +194,9 @@ class Outbox:
             log.warning("reply %d for %s kept: platform %s is not enabled", reply.id,
                         reply.chat.key, reply.chat.platform)
             return False
-        outgoing = OutgoingReply(reply.text, reply.kind, reply.reply_to, reply.answers,
-                                 reply.private_to, outbox_id=reply.id,
-                                 dialog=self._dialogs.get(reply.id))
+        dialog = self._dialogs.get(reply.id)
+        outgoing = reply.reply if dialog is None else dataclasses.replace(reply.reply,
+                                                                          dialog=dialog)
         delay = RETRY_FIRST
         while True:
             try:

@@ -28,6 +28,7 @@ from picobridge.contract import (
     ChatRef,
     DialogAnswer,
     Outcome,
+    OutgoingReply,
     ProgressEvent,
     ProgressKind,
     ReplyKind,
@@ -131,12 +132,13 @@ class Router(Dispatcher, Reservations, BusyHandling):
             self._wake.set()
 
     def replace_queued(self, msg: StoredMessage) -> None:
-        lane = self._lanes.get(msg.chat.key)
-        if lane is None:
-            return
-        for i, queued in enumerate(lane.queue):
-            if queued.id == msg.id:
-                lane.queue[i] = msg
+        self._lanes.replace(msg)
+
+    def queued_senders(self) -> set[tuple[str, str]]:
+        return self._lanes.senders()
+
+    def unqueue_senders(self, senders: set[tuple[str, str]]) -> list[StoredMessage]:
+        return self._lanes.remove_from(senders)
 
     async def drop_queued(self, chat: ChatRef) -> int:
         lane = self._lanes.get(chat.key)
@@ -213,7 +215,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
         await self._recorded()
         for turn, outcome in lost:
             if outcome is Outcome.DONE:
-                self._answers.settle(turn, ReplyKind.ANSWER, STOPPED, self._after_turn)
+                self._answers.settle(turn, OutgoingReply(STOPPED), self._after_turn)
             elif outcome is Outcome.FAILED:
                 self._answers.give_up(turn.messages, reason)
             else:
@@ -244,10 +246,10 @@ class Router(Dispatcher, Reservations, BusyHandling):
             self._end_turn(turn, Outcome.DONE)
             await self._progress.clear(turn.chat, Outcome.DONE)
             if turn.messages:
-                self._answers.settle(turn, ReplyKind.ANSWER, event.text, self._after_turn)
+                self._answers.settle(turn, event.reply, self._after_turn)
                 return
             self._after_turn(turn)  # a follow-up the bridge did not know of: still its chat's
-        await self._answers.unsolicited(event.session, event.text)
+        await self._answers.unsolicited(event.session, event.reply)
 
     async def _ask(self, worker: Worker, turn: Turn | None, request: DialogRequest) -> None:
         if turn is None:
@@ -269,9 +271,9 @@ class Router(Dispatcher, Reservations, BusyHandling):
                     event.message, event.code)
         self._end_turn(turn, Outcome.FAILED)
         await self._progress.clear(turn.chat, Outcome.FAILED)
-        self._answers.settle(turn, ReplyKind.ERROR,
-                             f"⚠️ The agent could not answer this: {event.message}",
-                             self._after_turn, status="failed", error=event.message)
+        self._answers.settle(turn, OutgoingReply(
+            f"⚠️ The agent could not answer this: {event.message}", ReplyKind.ERROR),
+            self._after_turn, status="failed", error=event.message)
 
     # -- internals -------------------------------------------------------------------------
 

@@ -2,12 +2,18 @@
 
 Plain HTML and CSS that reload themselves every few seconds (meta refresh; no script): the
 verdict of /healthz with its reasons, each agent worker's state, the platforms, the queue,
-and the latest deliveries and failures. It shows counts, times, states and chat keys only:
-never a message's text, a token, or anything from the configuration.
+and the latest deliveries and failures. It shows counts, times and states: never a message's
+text, a token, anything from the configuration, or a user's or chat's id (a Telegram private
+chat's key is its user's id): chats appear as their platform and a short keyed hash, the same
+for one chat until the daemon restarts, so a reader can tell chats apart without learning who
+they are.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -102,8 +108,22 @@ def _figures(snap: HealthSnapshot) -> str:
         for label, value in figures) + "</div>"
 
 
-def _recent(outbox: OutboxStats, now: float) -> str:
-    rows = [[_cell(_clock(d.at)), _cell(_ago(d.at, now)), _cell(d.chat),
+class ChatLabels:
+    """A chat key as the page shows it: `telegram:3f9a0c1b2d`, keyed by a secret of this
+    process (an unkeyed hash of a numeric user id is undone by trying every id)."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key if key is not None else secrets.token_bytes(32)
+
+    def __call__(self, chat_key: str) -> str:
+        platform = chat_key.partition(":")[0]
+        digest = hmac.new(self._key, chat_key.encode("utf-8", "surrogatepass"),
+                          hashlib.sha256).hexdigest()
+        return f"{platform}:{digest[:10]}"
+
+
+def _recent(outbox: OutboxStats, now: float, label: Callable[[str], str]) -> str:
+    rows = [[_cell(_clock(d.at)), _cell(_ago(d.at, now)), _cell(label(d.chat)),
              f'<td class="state">{_badge("delivered" if d.delivered else "failed")}</td>']
             for d in reversed(outbox.recent)]
     return _table(("when", "age", "chat", "outcome"), rows, "Nothing delivered since the start.")
@@ -116,9 +136,11 @@ def _reasons(snap: HealthSnapshot) -> str:
     return '<ul class="reasons">' + "".join(f"<li>{escape(r)}</li>" for r in reasons) + "</ul>"
 
 
-def render(snap: HealthSnapshot | str, outbox: OutboxStats, now: float | None = None) -> str:
+def render(snap: HealthSnapshot | str, outbox: OutboxStats, now: float | None = None,
+           label: Callable[[str], str] | None = None) -> str:
     """The page for a snapshot (or the reason there is none)."""
     now = time.time() if now is None else now
+    label = label if label is not None else ChatLabels()
     if isinstance(snap, str):
         body = (f'<p><span class="verdict unhealthy">unhealthy</span></p>'
                 f"<p>{escape(snap)}</p>")
@@ -128,7 +150,7 @@ def render(snap: HealthSnapshot | str, outbox: OutboxStats, now: float | None = 
                 f"<h2>Agent</h2>{_workers(snap, now)}"
                 f"<h2>Queue</h2>{_figures(snap)}"
                 f"<h2>Platforms</h2>{_platforms(snap, outbox)}"
-                f"<h2>Recent deliveries and failures</h2>{_recent(outbox, now)}")
+                f"<h2>Recent deliveries and failures</h2>{_recent(outbox, now, label)}")
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">'
@@ -142,9 +164,11 @@ def render(snap: HealthSnapshot | str, outbox: OutboxStats, now: float | None = 
 
 def add_status_page(app: web.Application, snapshot: SnapshotFn,
                     outbox: Callable[[], OutboxStats]) -> None:
+    labels = ChatLabels()
+
     async def page(request: web.Request) -> web.Response:
         snap = await take_snapshot(snapshot)
-        return web.Response(text=render(snap, outbox()), content_type="text/html",
+        return web.Response(text=render(snap, outbox(), label=labels), content_type="text/html",
                             headers={"Cache-Control": "no-store"})
 
     app.router.add_get("/", page)

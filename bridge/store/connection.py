@@ -19,7 +19,13 @@ from typing import Any, Self, TypeVar
 import aiosqlite
 
 from picobridge.store.batching import Coalescer
-from picobridge.store.schema import SchemaError, applied_version, available_migrations, migrate
+from picobridge.store.schema import (
+    SchemaError,
+    applied_version,
+    latest_version,
+    migrate,
+    missing_migrations,
+)
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -82,8 +88,8 @@ class Database:
                 await migrate(db)
             else:
                 version = await applied_version(db)
-                latest = len(available_migrations())
-                if version != latest:
+                latest = latest_version()
+                if version != latest or await missing_migrations(db):
                     raise SchemaError(
                         f"database schema is at version {version}, this picobridge needs "
                         f"{latest}; run `picobridge migrate`"

@@ -10,7 +10,7 @@ from typing import Any
 
 import aiosqlite
 
-from picobridge.contract import Attachment, ChatRef, InboundMessage, ReplyKind
+from picobridge.contract import Attachment, ChatRef, InboundMessage, OutgoingReply, ReplyKind
 from picobridge.store.chats import ensure_chat
 from picobridge.store.connection import Database, batch_fields
 from picobridge.store.records import StoredMessage, StoredReply, clean, clean_inbound
@@ -109,8 +109,9 @@ class InboundTable(Database):
             await db.execute("UPDATE inbound SET outbox_id = ? WHERE id = ?",
                              (out.lastrowid, inbound_id))
         assert out.lastrowid is not None
-        return StoredReply(out.lastrowid, msg.chat, kind, reply, msg.reply_to, None,
-                           (msg.platform_message_id,), 0)
+        return StoredReply(msg.chat, OutgoingReply(
+            reply, kind, msg.reply_to, (msg.platform_message_id,),
+            outbox_id=out.lastrowid))
 
     async def mark_dispatched(self, ids: Sequence[int]) -> None:
         await self._mark_dispatched(list(ids))

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from picobridge.contract import Attachment, ChatRef, InboundMessage, ReplyKind, scrub_surrogates
+from picobridge.contract import (
+    Attachment,
+    ChatRef,
+    InboundMessage,
+    OutgoingReply,
+    ReplyKind,
+    scrub_surrogates,
+)
 
 # Statuses of an inbound message that still wait for the agent.
 OPEN_STATUSES = ("received", "dispatched")
@@ -28,14 +35,24 @@ class StoredMessage:
 
 @dataclass(frozen=True, slots=True)
 class StoredReply:
-    id: int
+    """A reply in the outbox: the reply itself (its `outbox_id` set) and where it goes."""
+
     chat: ChatRef
-    kind: ReplyKind
-    text: str
-    reply_to: str | None
-    private_to: str | None
-    answers: tuple[str, ...]
-    attempts: int
+    reply: OutgoingReply
+    attempts: int = 0
+
+    @property
+    def id(self) -> int:
+        assert self.reply.outbox_id is not None
+        return self.reply.outbox_id
+
+    @property
+    def kind(self) -> ReplyKind:
+        return self.reply.kind
+
+    @property
+    def text(self) -> str:
+        return self.reply.text
 
 
 @dataclass(frozen=True, slots=True)

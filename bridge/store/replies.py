@@ -3,6 +3,7 @@ answers in the statement that stores it (the triggers of migration 0002)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from typing import Any
 
 import aiosqlite
 
-from picobridge.contract import ChatRef, ReplyKind
+from picobridge.contract import ChatRef, OutboundFile, OutgoingReply, ReplyKind
 from picobridge.store.chats import ensure_chat
 from picobridge.store.connection import Database, batch_fields
 from picobridge.store.records import StoredMessage, StoredReply, clean
@@ -26,12 +27,9 @@ class ReplyTable(Database):
     async def add_reply(
         self,
         chat: ChatRef,
-        kind: ReplyKind,
-        text: str,
+        reply: OutgoingReply,
         *,
         session_id: str | None = None,
-        reply_to: str | None = None,
-        private_to: str | None = None,
         settles: Sequence[StoredMessage] = (),
         settle_status: str = "answered",
         error: str | None = None,
@@ -40,13 +38,18 @@ class ReplyTable(Database):
 
         Doing both at once is what makes a crash between them harmless: either the reply is
         queued and the messages are answered, or neither happened and the turn runs again.
+        Its files must be the bridge's stored copies already (core/outfiles.py).
+        Returns it as the outbox hands it on: its outbox id and the ids it answers set.
         """
-        text = clean(text)
+        text = clean(reply.text)
         error = clean(error) if error is not None else None
         ids = [m.id for m in settles]
-        answers = tuple(m.platform_msg_id for m in sorted(settles, key=lambda m: m.id))
-        row = (chat.key, session_id, kind.value, text, reply_to, private_to, time.time(), error,
-               json.dumps(ids) if ids else None, settle_status)
+        answers = tuple(m.platform_msg_id for m in sorted(settles, key=lambda m: m.id)) \
+            or reply.answers
+        files = json.dumps([f.to_json() for f in reply.files], ensure_ascii=False) \
+            if reply.files else None
+        row = (chat.key, session_id, reply.kind.value, text, reply.reply_to, reply.private_to,
+               time.time(), error, json.dumps(ids) if ids else None, settle_status, files)
         outbox_id = await self._insert_replies(row)
         if outbox_id is None:
             # The chat has no row yet (a stranger's first message): create it, then insert.
@@ -54,19 +57,21 @@ class ReplyTable(Database):
                 await ensure_chat(db, chat)
                 rows = list(await db.execute_fetchall(
                     "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
-                    " created_at, error, settles, settle_status)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id", row))
+                    " created_at, error, settles, settle_status, files)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id", row))
             outbox_id = int(rows[0][0])
-        return StoredReply(outbox_id, chat, kind, text, reply_to, private_to, answers, 0)
+        return StoredReply(chat, dataclasses.replace(reply, text=text, answers=answers,
+                                                     outbox_id=outbox_id))
 
     async def _insert_replies_batch(self, batch: Sequence[tuple[Any, ...]]) -> list[int | None]:
         """Insert replies to known chats in one statement (the trigger from migration 0002
         settles each one's messages with it); None for a chat without a row."""
         rows = await self._all(
             "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
-            f" created_at, error, settles, settle_status) SELECT {batch_fields(10)}"
+            f" created_at, error, settles, settle_status, files) SELECT {batch_fields(11)}"
             " FROM json_each(?) m JOIN chats c ON c.chat_key = json_extract(m.value, '$[0]')"
-            " ORDER BY m.key RETURNING id, chat_key, kind, text, reply_to, private_to, settles",
+            " ORDER BY m.key RETURNING id, chat_key, kind, text, reply_to, private_to, settles,"
+            " files",
             (json.dumps(batch, ensure_ascii=False),))
         # Rows are told apart by content; two replies alike in all of it are interchangeable.
         ids: dict[tuple[Any, ...], list[int]] = {}
@@ -74,7 +79,7 @@ class ReplyTable(Database):
             ids.setdefault(tuple(r[1:]), []).append(int(r[0]))
         result: list[int | None] = []
         for item in batch:
-            found = ids.get((item[0], item[2], item[3], item[4], item[5], item[8]))
+            found = ids.get((item[0], item[2], item[3], item[4], item[5], item[8], item[10]))
             result.append(found.pop(0) if found else None)
         return result
 
@@ -83,13 +88,15 @@ class ReplyTable(Database):
             "SELECT o.id, c.platform, c.chat_id, c.thread_id, o.kind, o.text, o.reply_to,"
             " o.private_to, o.attempts,"
             " (SELECT json_group_array(platform_msg_id) FROM (SELECT i.platform_msg_id"
-            "  FROM inbound i WHERE i.outbox_id = o.id ORDER BY i.id))"
+            "  FROM inbound i WHERE i.outbox_id = o.id ORDER BY i.id)), o.files"
             " FROM outbox o JOIN chats c ON c.chat_key = o.chat_key"
             " WHERE o.status = 'pending' AND (? IS NULL OR o.chat_key = ?) ORDER BY o.id",
             (chat_key, chat_key))
         return [
-            StoredReply(r[0], ChatRef(r[1], r[2], r[3]), ReplyKind(r[4]), r[5], r[6], r[7],
-                        tuple(json.loads(r[9])), r[8])
+            StoredReply(ChatRef(r[1], r[2], r[3]), OutgoingReply(
+                r[5], ReplyKind(r[4]), r[6], tuple(json.loads(r[9])), r[7], outbox_id=r[0],
+                files=tuple(OutboundFile.from_json(f) for f in json.loads(r[10] or "[]"))),
+                r[8])
             for r in rows
         ]
 

@@ -4,7 +4,9 @@ versions recorded in the database.
 A migration is a file `NNNN_name.sql` or `NNNN_name.py` in the migrations source: by default
 the package picobridge.migrations (the folder migrations/, shipped in the wheel), or any
 folder handed to `available_migrations` / `migrate` (tests use temporary ones). The numbers of
-both kinds together must run 1..n without gaps.
+both kinds together are unique and ascending; they may leave gaps (numbers are handed out to
+changes made side by side, which land in any order), and a database gets every migration it
+has not had yet, in ascending order, also one numbered below a version it already has.
 
 An SQL migration runs statement by statement. A Python migration is for a data step SQL cannot
 express; it defines
@@ -84,19 +86,37 @@ def available_migrations(source: Traversable | None = None) -> list[Migration]:
             found.append(Migration(int(match[1]), match[2], entry))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise SchemaError(f"migrations are not numbered 1..n without gaps: {versions}")
+    if len(set(versions)) != len(versions) or (versions and versions[0] != 1):
+        raise SchemaError(f"migrations must be numbered from 1, each number once: {versions}")
     return found
 
 
-async def applied_version(db: aiosqlite.Connection) -> int:
+def latest_version(migrations: list[Migration] | None = None) -> int:
+    """The schema version this picobridge brings a database to (its highest migration)."""
+    found = available_migrations() if migrations is None else migrations
+    return found[-1].version if found else 0
+
+
+async def applied_versions(db: aiosqlite.Connection) -> set[int]:
     await db.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
     )
-    async with db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cur:
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
+    async with db.execute("SELECT version FROM schema_migrations") as cur:
+        return {int(row[0]) for row in await cur.fetchall()}
+
+
+async def applied_version(db: aiosqlite.Connection) -> int:
+    """The database's schema version: the highest migration it has had."""
+    return max(await applied_versions(db), default=0)
+
+
+async def missing_migrations(db: aiosqlite.Connection,
+                             migrations: list[Migration] | None = None) -> list[Migration]:
+    """The migrations the database has not had yet, in the order they are applied."""
+    found = available_migrations() if migrations is None else migrations
+    applied = await applied_versions(db)
+    return [m for m in found if m.version not in applied]
 
 
 async def migrate(db: aiosqlite.Connection, source: Traversable | None = None) -> list[Migration]:
@@ -107,14 +127,14 @@ async def migrate(db: aiosqlite.Connection, source: Traversable | None = None) -
     """
     migrations = available_migrations(source)
     current = await applied_version(db)
-    latest = migrations[-1].version if migrations else 0
+    latest = latest_version(migrations)
     if current > latest:
         raise SchemaError(
             f"the database is at schema version {current}, newer than this picobridge "
             f"knows ({latest}); upgrade picobridge or restore a matching backup"
         )
     applied = []
-    for migration in migrations[current:]:
+    for migration in await missing_migrations(db, migrations):
         await _apply(db, migration)
         applied.append(migration)
     return applied

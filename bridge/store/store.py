@@ -16,10 +16,11 @@ from picobridge.store.cursors import CursorTable
 from picobridge.store.figures import Figures
 from picobridge.store.grants import GrantTable
 from picobridge.store.inbound import InboundTable
+from picobridge.store.queued import QueuedTable
 from picobridge.store.replies import ReplyTable
 from picobridge.store.settings import SettingsTables
 
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
-            SettingsTables, Figures, Database):
+            SettingsTables, Figures, QueuedTable, Database):
     pass

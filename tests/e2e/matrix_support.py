@@ -56,6 +56,7 @@ def matrix_config(tmp: Path, server: Synapse, bot: Account, allowed: list[str],
         "sync_timeout": 5,
         **matrix,
     }
+    config["matrix"] = {k: v for k, v in config["matrix"].items() if v is not None}
     return write_config(tmp, config)
 
 

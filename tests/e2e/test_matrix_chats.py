@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import re
+import sys
 from pathlib import Path
 
 from tests.e2e.matrix_support import (
@@ -12,7 +15,8 @@ from tests.e2e.matrix_support import (
     synapse,
     synced,
 )
-from tests.harness import Daemon
+from tests.harness import Daemon, run_cli
+from tests.synapse.person import Person
 from tests.synapse.server import Synapse
 
 __all__ = ["synapse"]
@@ -36,3 +40,192 @@ async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> Non
             what="the done reaction")
         assert reaction["content"]["m.relates_to"]["event_id"] == asked
     assert_no_secrets(daemon, bot, alice)
+
+
+async def room_with(synapse: Synapse, owner: Person, bot: str, *others: Person) -> str:
+    """A room of more than two: `owner`, the bot and `others`, everyone joined."""
+    room = await owner.create_room([bot, *(o.user_id for o in others)], name="team")
+    for other in others:
+        await other.wait_until(functools.partial(list.__contains__, other.invites, room),
+                               what="the invitation")
+        await other.join(room)
+    await owner.wait_joined(room, bot)
+    for other in others:
+        await owner.wait_joined(room, other.user_id)
+    return room
+
+
+async def test_an_invitation_from_a_stranger_is_declined(tmp_path: Path,
+                                                         synapse: Synapse) -> None:
+    bot = synapse.register()
+    alice = synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id])
+    async with Daemon(config) as daemon, person(synapse) as stranger:
+        await synced(daemon)
+        room = await stranger.create_room([bot.user_id], direct=True)
+        await daemon.wait_for_log(rf"declined the invitation to {re.escape(room)}")
+
+        def left() -> bool:
+            return any(e.get("type") == "m.room.member" and e.get("state_key") == bot.user_id
+                       and e["content"].get("membership") == "leave"
+                       for e in stranger.events.get(room, []))
+
+        await stranger.wait_until(left, what="the bot to decline")
+        assert not stranger.messages_from(room, bot.user_id)
+
+
+async def test_a_room_hears_mentions_with_context_and_threads_are_sessions(
+        tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    alice_account, bob_account = synapse.register(), synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice_account.user_id,
+                                                    bob_account.user_id])
+    async with Daemon(config) as daemon, person(synapse, alice_account) as alice, \
+            person(synapse, bob_account) as bob:
+        await synced(daemon)
+        room = await room_with(synapse, alice, bot.user_id, bob)
+        await bob.say(room, "the build is red since noon")
+        await alice.say(room, "anyone looking at it?")  # not for the bot: no mention
+        name = bot.user_id[1:].split(":")[0]
+        asked = await alice.say(room, f"{name}: what do you make of this?",
+                                **{"m.mentions": {"user_ids": [bot.user_id]}})
+        answer = await alice.wait_for_message(room, bot.user_id,
+                                              lambda e: "make of this" in body(e))
+        text = body(answer)
+        # The room's earlier messages went along as context, the mention itself did not.
+        assert "the build is red since noon" in text and "anyone looking at it?" in text
+        assert f"{name}:" not in text.split("The message for you:")[-1]
+        assert answer["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
+        assert len(alice.messages_from(room, bot.user_id)) == 1
+
+        # A thread under bob's message is a conversation of its own.
+        root = next(e["event_id"] for e in alice.events[room]
+                    if body(e) == "the build is red since noon")
+        thread = {"m.relates_to": {"rel_type": "m.thread", "event_id": root,
+                                   "is_falling_back": True,
+                                   "m.in_reply_to": {"event_id": root}}}
+        await bob.say(room, f"{name} remember: blue", **thread,
+                      **{"m.mentions": {"user_ids": [bot.user_id]}})
+        first = await bob.wait_for_message(room, bot.user_id, lambda e: "blue" in body(e))
+        assert first["content"]["m.relates_to"]["rel_type"] == "m.thread"
+        assert first["content"]["m.relates_to"]["event_id"] == root
+        # Known thread: no mention needed; its memory is the thread's, not the room's.
+        await bob.say(room, "what did I just say?", **thread)
+        recall = await bob.wait_for_message(room, bot.user_id,
+                                            lambda e: body(e).startswith("You said"))
+        assert "remember: blue" in body(recall) and "make of this" not in body(recall)
+        assert recall["content"]["m.relates_to"]["event_id"] == root
+    assert_no_secrets(daemon, bot, alice_account, bob_account)
+
+
+async def test_a_stranger_in_a_room_hears_how_to_be_let_in(tmp_path: Path,
+                                                           synapse: Synapse) -> None:
+    bot = synapse.register()
+    alice_account, bob_account = synapse.register(), synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice_account.user_id])
+    async with Daemon(config) as daemon, person(synapse, alice_account) as alice, \
+            person(synapse, bob_account) as bob:
+        await synced(daemon)
+        room = await room_with(synapse, alice, bot.user_id, bob)
+        mention = {"m.mentions": {"user_ids": [bot.user_id]}}
+        await bob.say(room, "let me in", **mention)
+        refusal = await bob.wait_for_message(room, bot.user_id)
+        assert f"picobridge access allow matrix:{bob.user_id}" in body(refusal)
+        code, _, err = await run_cli("access", "allow", f"matrix:{bob.user_id}",
+                                     "--config", str(config))
+        assert code == 0, err
+        await bob.say(room, "now?", **mention)
+        answer = await bob.wait_for_message(room, bot.user_id, lambda e: "echo" in body(e))
+        assert body(answer) == "echo: now?"
+
+
+async def test_an_edit_updates_a_queued_message(tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    alice = synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id],
+                           sections={"bridge": {"coalesce": False}})
+    async with Daemon(config) as daemon, person(synapse, alice) as me:
+        await synced(daemon)
+        room = await me.create_room([bot.user_id], direct=True)
+        await me.wait_joined(room, bot.user_id)
+        await me.say(room, "first #slow=3")
+        second = await me.say(room, "secnd")
+        await daemon.wait_for_log(r"matrix event .* -> accepted")
+        await me.send(room, {"msgtype": "m.text", "body": "* second",
+                             "m.new_content": {"msgtype": "m.text", "body": "second"},
+                             "m.relates_to": {"rel_type": "m.replace", "event_id": second}})
+        await daemon.wait_for_log(rf"queued message {re.escape(second)} updated by an edit")
+        answer = await me.wait_for_message(room, bot.user_id, lambda e: "echo: sec" in body(e))
+        assert body(answer) == "echo: second"
+
+
+async def test_commands_work_with_the_prefix(tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    alice = synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="")
+    async with Daemon(config) as daemon, person(synapse, alice) as me:
+        await synced(daemon)
+        room = await me.create_room([bot.user_id], direct=True)
+        await me.wait_joined(room, bot.user_id)
+        await me.say(room, "remember this")
+        await me.wait_for_message(room, bot.user_id, lambda e: "remember" in body(e))
+        await me.say(room, "!new")
+        await me.wait_for_message(room, bot.user_id, lambda e: "fresh" in body(e).lower()
+                                  or "new" in body(e).lower())
+        await me.say(room, "what did I just say?")
+        recall = await me.wait_for_message(room, bot.user_id,
+                                           lambda e: "said anything" in body(e))
+        assert body(recall) == "You have not said anything yet."
+        await me.say(room, "/help")
+        help_text = await me.wait_for_message(room, bot.user_id, lambda e: "/status" in body(e))
+        assert help_text["content"]["msgtype"] == "m.notice"
+
+
+async def test_check_signs_in_and_reports(tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [])
+    code, out, err = await run_cli("check", "--config", str(config))
+    assert code == 0, out + err
+    assert f"signed in as {bot.user_id}" in out
+    wrong = matrix_config(tmp_path, synapse, bot, [], access_token="syt_not_a_real_token_123")
+    code, out, err = await run_cli("check", "--config", str(wrong))
+    assert code != 0
+    assert "M_UNKNOWN_TOKEN" in out + err
+    for text in (out, err):
+        assert bot.access_token not in text and "syt_not_a_real_token_123" not in text
+
+
+async def test_a_password_login_keeps_its_device(tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    alice = synapse.register()
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], access_token=None,
+                           password=bot.password)
+    devices = []
+    for _ in range(2):
+        async with Daemon(config) as daemon:
+            line = await daemon.wait_for_log(r"signed in to Matrix as .* \(device \w+\)")
+            devices.append(line.rsplit("device ", 1)[1])
+        assert_no_secrets(daemon, bot)
+    assert devices[0] == devices[1] and devices[0] != bot.device_id
+    stored = tmp_path / "state" / "matrix" / "session.json"
+    assert stored.stat().st_mode & 0o077 == 0
+
+
+async def test_a_question_of_the_agent_is_answered_by_number(tmp_path: Path,
+                                                             synapse: Synapse) -> None:
+    bot, alice = synapse.register(), synapse.register()
+    agent = {"protocol": "prime-rpc",
+             "command": [sys.executable, str(Path(__file__).with_name("dialog_agent.py"))]}
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], agent=agent,
+                           reaction_done="")
+    async with Daemon(config) as daemon, person(synapse, alice) as me:
+        await synced(daemon)
+        room = await me.create_room([bot.user_id], direct=True)
+        await me.wait_joined(room, bot.user_id)
+        await me.say(room, "please select")
+        question = await me.wait_for_message(room, bot.user_id,
+                                             lambda e: "Which colour?" in body(e))
+        assert "2. green" in body(question) or "2" in body(question)
+        await me.say(room, "2")
+        answer = await me.wait_for_message(room, bot.user_id, lambda e: "got:" in body(e))
+        assert body(answer) == 'got: {"value": "green"}'

@@ -59,7 +59,7 @@ class EchoLinesDriver(Driver):
             self._pong.set()
         elif "re" in record:
             session = self._asked.pop(record["re"])
-            await self._emit(Reply(session, record["say"]))
+            await self._emit(Reply.of(session, record["say"]))
 '''
 
 AGENT = '''

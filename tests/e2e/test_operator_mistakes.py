@@ -40,7 +40,11 @@ async def test_a_config_file_that_is_not_utf8(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "value", "expected"), [
     ("PICOBRIDGE_TELEGRAM__ALLOWED_USERS", "[123",
-     "a PICOBRIDGE_TELEGRAM__* variable is not valid JSON"),
+     "PICOBRIDGE_TELEGRAM__ALLOWED_USERS is not valid JSON"),
+    ("PICOBRIDGE_AGENT__COMMAND", "picobot agent",
+     "PICOBRIDGE_AGENT__COMMAND is not valid JSON"),
+    ("PICOBRIDGE_AGENT__PING_INTERVAL", "soon",
+     "agent.ping_interval (PICOBRIDGE_AGENT__PING_INTERVAL): Input should be a valid number"),
     ("PICOBRIDGE_TELEGRAM_TOKEN", TOKEN,
      "unknown environment variable PICOBRIDGE_TELEGRAM_TOKEN "
      "(did you mean PICOBRIDGE_TELEGRAM__TOKEN?)"),

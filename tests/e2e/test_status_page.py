@@ -82,7 +82,9 @@ async def test_the_status_page_shows_the_agent_the_queue_and_deliveries(tmp_path
     # The queue: one message in its turn.
     assert "1 queue depth 1 turns in flight" in text, text
     assert "telegram connected" in text
-    assert re.search(r"Recent deliveries and failures .* telegram:4242 delivered", text), text
+    assert re.search(r"Recent deliveries and failures .* telegram:[0-9a-f]{10} delivered",
+                     text), text
+    assert str(USER) not in dom and str(USER) not in raw.decode()  # no user or chat id
     # Nothing secret and no message text, in what is shown or in the page's source.
     page = raw.decode()
     for never in (SECRET_WORDS, "echo:", "keep the agent busy", fake.token):

@@ -156,5 +156,34 @@ async def test_edit_updates_a_queued_message_only(tmp_path: Path) -> None:
             fake.edited_message(USER, queued["message"]["message_id"], "too late")
             fake.user_message(USER, USER, "done")
             await reply_containing(fake, USER, "echo: done")
-        contents = [m["content"] for m in AgentJournal(tmp_path / "agent").messages()]
+        contents = [m["content"] for m in journal.messages()]
         assert contents == ["busy #slow=2", "typo here", "done"]
+
+
+async def test_deny_takes_effect_for_a_message_already_queued(tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake)
+        async with Daemon(config) as daemon:
+            await started(daemon, fake)
+            # One worker, one turn at a time: OTHER_USER's slow turn holds USER's message in
+            # the queue while the operator denies USER.
+            fake.user_message(OTHER_USER, OTHER_USER, "think #slow=15")
+            journal = AgentJournal(tmp_path / "agent")
+            await journal.wait_until(lambda j: bool(j.messages()), what="the slow turn")
+            queued = fake.user_message(USER, USER, "should never be read")
+            await daemon.wait_for_log(rf"received .* id={USER}:{queued['message']['message_id']}")
+            before = len(fake.sent_messages(USER))
+            code, out, err = await run_cli("access", "deny", f"telegram:{USER}",
+                                           "--config", str(config))
+            assert code == 0, out + err
+            assert "1 queued message(s) of theirs will not reach the agent" in out
+            await daemon.wait_for_log(rf"access revoked for telegram:{USER}")
+            await reply_containing(fake, OTHER_USER, "echo: think", timeout=30)
+            # Round robin: had USER's message stayed queued, it would go before this one.
+            fake.user_message(OTHER_USER, OTHER_USER, "and then")
+            await reply_containing(fake, OTHER_USER, "echo: and then")
+            assert len(fake.sent_messages(USER)) == before  # told nothing more
+        contents = [m["content"] for m in journal.messages()]
+        assert "should never be read" not in contents and "and then" in contents
+        code, out, _ = await run_cli("sessions", "list", "--config", str(config))
+        assert code == 0 and f"telegram:{USER}" in out

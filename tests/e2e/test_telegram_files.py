@@ -82,3 +82,40 @@ async def test_files_over_the_limits_are_refused_clearly(tmp_path: Path) -> None
         assert fake.downloads == []
         (only,) = AgentJournal(tmp_path / "agent").messages()
         assert "attachments" not in only
+
+
+def _rss_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")
+
+
+async def test_a_download_is_cut_at_the_limit_whatever_getfile_claimed(tmp_path: Path) -> None:
+    """getFile says 100 bytes, the file server streams 300 MB: reading stops at
+    attachments.max_bytes, the daemon's memory barely moves, and the sender is told."""
+    streamed = 300 * 1024 * 1024
+    async with FakeTelegram() as fake:
+        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
+            await started(daemon, fake)
+            fake.user_message(USER, USER, "warm up")
+            await reply_containing(fake, USER, "echo: warm up")
+            assert daemon.proc is not None
+            pid = daemon.proc.pid
+            idle = _rss_kib(pid, "VmRSS")
+            # From here VmHWM is the peak of what follows (clear_refs 5 resets it).
+            Path(f"/proc/{pid}/clear_refs").write_text("5")  # noqa: ASYNC240 (procfs, instant)
+            stored = fake.add_file(b"", "huge.bin", "application/octet-stream",
+                                   file_size=100, streamed_size=streamed)
+            fake.user_message(USER, USER, caption="take this", document=stored)
+            told = await reply_containing(
+                fake, USER, "'huge.bin' is over 20.0 MB, the most I can take", timeout=60)
+            answer = await reply_containing(fake, USER, "echo: take this", timeout=60)
+            peak = _rss_kib(pid, "VmHWM")
+            assert "could not be received" in (answer.text or "")
+            await fake.wait_for(lambda: stored.file_path in fake.streamed_bytes)
+        assert told.text is not None
+        assert (peak - idle) < 30 * 1024, f"peak {peak} KiB, idle {idle} KiB"
+        assert fake.streamed_bytes[stored.file_path] < streamed
+        _, took = AgentJournal(tmp_path / "agent").messages()
+        assert took["content"].startswith("take this\n") and "attachments" not in took

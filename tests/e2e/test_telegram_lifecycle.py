@@ -96,6 +96,27 @@ async def test_senders_hear_that_their_message_waits_while_the_agent_is_down(
         assert_no_token(daemon, fake.token)
 
 
+async def test_a_chat_that_wrote_before_the_budget_ran_out_is_told_too(tmp_path: Path) -> None:
+    gate = tmp_path / "agent-may-start"
+    budget = 3
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake, "--start-when", str(gate),
+                                 agent={"restart_budget": budget})
+        async with Daemon(config) as daemon:
+            await started(daemon, fake)
+            # Written while the agent is down but before the budget is spent: no notice yet,
+            # and the chat writes nothing more.
+            first = fake.user_message(USER, USER, "early bird")
+            await daemon.wait_for_log(rf"received .* id={USER}:{first['message']['message_id']}")
+            notice = await reply_containing(fake, USER, "not available right now",
+                                            timeout=budget + 10)
+            assert notice.reply_to_message_id == first["message"]["message_id"]
+            gate.touch()
+            await reply_containing(fake, USER, "echo: early bird")
+            assert len(replies(fake, USER, "not available right now")) == 1
+        assert AgentJournal(tmp_path / "agent").messages()[0]["content"] == "early bird"
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -14,7 +14,11 @@ Directives are whole words in a message's (attachment-expanded) content: ``#cras
 ``#crash-once``, ``#hang``, ``#hang-once``, ``#hang-after`` (answer once, then stop answering
 anything), ``#slow=N``, ``#slow-once=N``, ``#garbage``,
 ``#huge=N``, ``#unicode``, ``#double``, ``#later=N``, ``#stderr``, ``#error``, ``#tool``,
-``#lone-surrogate`` (the answer carries a lone UTF-16 surrogate as a JSON escape).
+``#lone-surrogate`` (the answer carries a lone UTF-16 surrogate as a JSON escape),
+``#reply=NAME`` (the response's ``content`` and ``attachments`` come from
+``DIR/replies/NAME.json``; the files its ``delete_after`` lists are deleted as soon as the next
+message arrives, as an agent that cleans up its temp files does: the first moment the bridge
+could have let it).
 Hostile output: ``#nested=N`` (a line of N nested arrays first), ``#bad-utf8`` (invalid UTF-8
 inside the answer), ``#content-null`` / ``#content-object`` / ``#content-missing``,
 ``#orphan-exit`` (once: start a grandchild in a session of its own that keeps our pipes open,
@@ -120,6 +124,7 @@ class FakeAgent:
         self.hung = threading.Event()
         self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self.auto_sessions = 0
+        self.doomed: list[str] = []  # files to delete when the next message arrives
         self.sessions: dict[str, list[str]] = load_json(self.state / "sessions.json", {})
         self.seen: list[str] = load_json(self.state / "seen.json", [])
         if not isinstance(self.sessions, dict):
@@ -217,6 +222,13 @@ class FakeAgent:
 
     # -- state --------------------------------------------------------------------------------
 
+    def scripted_reply(self, content: str) -> dict[str, Any]:
+        match = re.search(_BEFORE + r"#reply=([\w.-]+)", content)
+        if match is None:
+            return {}
+        script = load_json(self.state / "replies" / f"{match.group(1)}.json", {})
+        return script if isinstance(script, dict) else {}
+
     def first_time(self, directive: str, content: str) -> bool:
         key = f"{directive}\x00{content}"
         with self.seen_lock:
@@ -287,6 +299,8 @@ class FakeAgent:
                 return  # a hung agent hears nothing; the bridge must kill it
             self.exit(0, "shutdown")
         elif kind == "message":
+            while self.doomed:
+                Path(self.doomed.pop()).unlink(missing_ok=True)
             if self.hung.is_set():
                 return
             # Crash and hang act on receipt, so "send #hang, then ping" is deterministic.
@@ -431,7 +445,9 @@ class FakeAgent:
         if has_flag(content, "garbage"):
             for junk in GARBAGE_LINES:
                 self.emit_bytes(junk)
-        response = {"type": "response", "content": reply, "session": session}
+        response: dict[str, Any] = {"type": "response", "content": reply, "session": session}
+        scripted = self.scripted_reply(content)
+        response.update({k: v for k, v in scripted.items() if k in ("content", "attachments")})
         self.journal({"event": "answer", "session": key})
         self.not_busy(record)
         if has_flag(content, "lone-surrogate"):
@@ -447,6 +463,7 @@ class FakeAgent:
             self.emit_bytes((json.dumps(response) + "\n" + json.dumps(second) + "\n").encode())
         else:
             self.emit(response, end=b"\r\n" if unicode_mode else b"\n")
+        self.doomed.extend(str(p) for p in scripted.get("delete_after", []))
         if has_flag(content, "hang-after") and self.first_time("hang-after", content):
             # Wedged while idle: the turn is answered, then nothing (pings included) is.
             self.journal({"event": "hang"})

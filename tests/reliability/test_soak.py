@@ -623,7 +623,7 @@ async def test_a_session_never_has_two_turns_when_a_dispatch_waits_for_the_store
         first = await agent.next()
         store.reply_gate = asyncio.Event()
         answering = asyncio.create_task(
-            router.agent_event(agent, AgentReply(first.session, "answer m0")))
+            router.agent_event(agent, AgentReply.of(first.session, "answer m0")))
         held = store.dispatch_gate = asyncio.Event()
         store.dispatch_entered = asyncio.Event()
         await submit("c", 1)
@@ -637,10 +637,10 @@ async def test_a_session_never_has_two_turns_when_a_dispatch_waits_for_the_store
         await submit("c", 2)  # must wait for m1's answer: one turn per session
         await submit("other", 0)
         assert (await agent.next()).text == "m0", "a second turn of the session started"
-        await router.agent_event(agent, AgentReply(second.session, "answer m1"))
+        await router.agent_event(agent, AgentReply.of(second.session, "answer m1"))
         third = await agent.next()
         assert third.text == "m2"
-        await router.agent_event(agent, AgentReply(third.session, "answer m2"))
+        await router.agent_event(agent, AgentReply.of(third.session, "answer m2"))
         await adapter.wait_sent(3)
         assert [(r.text, r.kind, r.answers) for c, r in adapter.sent if c == "c"] == [
             ("answer m0", ReplyKind.ANSWER, ("c-0",)),

@@ -22,6 +22,7 @@ from picobridge.contract import (
     DialogEnd,
     DialogKind,
     InboundMessage,
+    OutgoingReply,
     ReplyKind,
     SubmitResult,
 )
@@ -298,7 +299,7 @@ async def test_a_platform_failing_to_close_a_question_is_logged_and_holds_nothin
     outbox = Outbox(store, {"test": adapter})
     with caplog.at_level(logging.WARNING, logger="picobridge.outbox"):
         outbox.dialog_closed(CHAT, DialogClosed("q1", DialogEnd.EXPIRED))
-        outbox.deliver(await store.add_reply(CHAT, ReplyKind.ANSWER, "next"))
+        outbox.deliver(await store.add_reply(CHAT, OutgoingReply("next")))
         await adapter.wait_sent(1)
         await asyncio.wait_for(adapter.called.wait(), 5)
         await outbox.stop(5)  # waits for the closing, which fails

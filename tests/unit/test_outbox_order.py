@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
+from picobridge.contract import ChatRef, DeliveryError, OutgoingReply
 from picobridge.core.outbox import Outbox
 from picobridge.store import Store
 from tests.unit.test_router import Recorder
@@ -66,10 +66,10 @@ async def _store(tmp_path: Path) -> LockedOnce:
 
 
 async def _sent_in_order(store: LockedOnce, adapter: RefusingOnce, outbox: Outbox) -> None:
-    first = await store.add_reply(CHAT, ReplyKind.ANSWER, "answer m16 m17 m18")
+    first = await store.add_reply(CHAT, OutgoingReply("answer m16 m17 m18"))
     outbox.deliver(first)
     await store.lock_failed.wait()  # the retry of m16-m18 could not be recorded
-    second = await store.add_reply(CHAT, ReplyKind.ANSWER, "answer m19")
+    second = await store.add_reply(CHAT, OutgoingReply("answer m19"))
     outbox.deliver(second)
     await adapter.wait_sent(2)
     assert [r.text for _, r in adapter.sent] == ["answer m16 m17 m18", "answer m19"]

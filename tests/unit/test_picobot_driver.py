@@ -89,7 +89,7 @@ async def test_the_scope_is_stripped_and_unsolicited_answers_pass(rig: Rig) -> N
     await driver.start_turn(AgentRequest("s1", "hello"))
     await driver.on_record({"type": "response", "content": "job done", "session": "json:s9"})
     await driver.on_record({"type": "response", "content": "hi", "session": "json:s1"})
-    assert events == [Reply("s9", "job done"), Reply("s1", "hi")]
+    assert events == [Reply.of("s9", "job done"), Reply.of("s1", "hi")]
     assert driver.running() == frozenset()
 
 

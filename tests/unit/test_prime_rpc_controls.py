@@ -103,10 +103,10 @@ async def test_steered_and_followed_messages_are_accounted_for(rig: Rig) -> None
     await rig.feed(user("hello"), user("go left"),
                    {"type": "message_end", "message": assistant("went left")},
                    user("and then?"))
-    assert rig.events == [Reply("s1", "went left", ("m2",), continues="m3")]
+    assert rig.events == [Reply.of("s1", "went left", delivered=("m2",), continues="m3")]
     await rig.feed({"type": "message_end", "message": assistant("then home")},
                    end(assistant("went left"), assistant("then home")))
-    assert rig.events[-1] == Reply("s1", "then home")
+    assert rig.events[-1] == Reply.of("s1", "then home")
 
 
 async def test_a_message_the_run_never_took_comes_back_and_pi_drops_it(rig: Rig) -> None:
@@ -117,7 +117,7 @@ async def test_a_message_the_run_never_took_comes_back_and_pi_drops_it(rig: Rig)
     await rig.answer("steer")
     await steer
     await rig.feed(end(assistant("done")))
-    assert rig.events == [Reply("s1", "done", undelivered=("m9",))]
+    assert rig.events == [Reply.of("s1", "done", undelivered=("m9",))]
     # pi kept it for its next prompt: the next turn switches the session in again.
     await rig.turn("s1", switch=True)
     with pytest.raises(ControlFailed):  # no turn of it runs now: the router queues it

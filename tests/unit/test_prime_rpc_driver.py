@@ -222,12 +222,12 @@ async def test_a_refused_session_file_is_moved_aside_and_the_chat_told(rig: Rig)
     assert not file.exists()
     await rig.pipe.next()
     await rig.feed(end(assistant("fresh start")))
-    assert rig.events == [Reply("s1", "⚠️ The agent could not open this conversation's "
+    assert rig.events == [Reply.of("s1", "⚠️ The agent could not open this conversation's "
                                       "history, so it starts afresh.\n\nfresh start")]
     # Told once: the next turn of the chat is plain.
     await rig.turn("s1", switch=False)
     await rig.feed(end(assistant("plain")))
-    assert rig.events[-1] == Reply("s1", "plain")
+    assert rig.events[-1] == Reply.of("s1", "plain")
 
 
 async def test_a_switch_an_extension_cancels_fails_the_turn(rig: Rig) -> None:
@@ -276,7 +276,7 @@ async def test_a_turns_events_become_progress_and_its_answer(rig: Rig) -> None:
         Progress("s1", "reasoning", "hmm"), Progress("s1", "text", "line\u2028one"),
         Progress("s1", "tool_start", "", "bash"), Progress("s1", "tool_done", "", "bash"),
         Progress("s1", "status", "Compacting the conversation's memory…"),
-        Progress("s1", "status", "heads up"), Reply("s1", "done \u2028 here")]
+        Progress("s1", "status", "heads up"), Reply.of("s1", "done \u2028 here")]
     assert rig.driver.running() == frozenset()
     # After the turn, stray events (a late compaction) belong to nobody.
     await rig.feed({"type": "compaction_end"}, end(assistant("stray")))
@@ -358,7 +358,7 @@ async def test_a_retried_run_counts_only_its_last_end(rig: Rig) -> None:
                    {"type": "auto_retry_end", "success": True, "attempt": 1},
                    {"type": "agent_end", "messages": [assistant("ok")]})
     assert rig.events == [Progress("s1", "status", "The model failed; trying again (1 of 3)…"),
-                          Progress("s1", "text", "ok"), Reply("s1", "ok")]
+                          Progress("s1", "text", "ok"), Reply.of("s1", "ok")]
 
 
 async def test_a_run_the_agent_gives_up_on_is_a_failure(rig: Rig) -> None:
@@ -416,11 +416,11 @@ async def test_abort_is_sent_without_waiting_and_the_partial_answer_marked(
         await rig.feed(end(assistant("half an ans", "aborted", "Request was aborted")),
                        {"id": abort["id"], "type": "response", "command": "abort",
                         "success": True})
-    assert rig.events == [Reply("s1", "half an ans\n\n_(stopped)_", stopped=True)]
+    assert rig.events == [Reply.of("s1", "half an ans\n\n_(stopped)_", stopped=True)]
     assert "no request of ours" not in caplog.text
     await rig.turn("s1", switch=False)
     await rig.feed(end(assistant("", "aborted", "Request was aborted")))
-    assert rig.events[-1] == Reply("s1", "_(stopped)_", stopped=True)
+    assert rig.events[-1] == Reply.of("s1", "_(stopped)_", stopped=True)
 
 
 async def test_an_abort_while_the_agent_waits_to_retry_is_a_stop(rig: Rig) -> None:
@@ -436,7 +436,7 @@ async def test_an_abort_while_the_agent_waits_to_retry_is_a_stop(rig: Rig) -> No
     # Compared under a name of its own: mypy would keep `rig.events[-1]` narrowed to Reply
     # past the next turn, whose last event is another.
     stopped = rig.events[-1]
-    assert stopped == Reply("s1", "_(stopped)_", stopped=True)
+    assert stopped == Reply.of("s1", "_(stopped)_", stopped=True)
     # The next turn's give-up is the model's failure again, not a stop.
     await rig.turn("s1", switch=False)
     await rig.feed({"type": "auto_retry_end", "success": False, "attempt": 3,

@@ -189,13 +189,13 @@ async def test_chats_are_served_round_robin(rig: Rig) -> None:
     await rig.submit("busy", "b2")
     await rig.submit("quiet", "q0")
     # The busy chat's remaining messages coalesce, but the quiet chat goes next.
-    await rig.event(Reply(first.session, "answer b0"))
+    await rig.event(Reply.of(first.session, "answer b0"))
     second = await rig.agent.next()
     assert second.text == "q0"
-    await rig.event(Reply(second.session, "answer q0"))
+    await rig.event(Reply.of(second.session, "answer q0"))
     third = await rig.agent.next()
     assert third.text == "b1\n\nb2"
-    await rig.event(Reply(third.session, "answer b1 b2"))
+    await rig.event(Reply.of(third.session, "answer b1 b2"))
     await rig.adapter.wait_sent(3)
     assert [(c, r.text) for c, r in rig.adapter.sent] == [
         ("busy", "answer b0"), ("quiet", "answer q0"), ("busy", "answer b1 b2")]
@@ -209,7 +209,7 @@ async def test_without_coalescing_each_message_is_a_turn(rig: Rig) -> None:
     await rig.submit("a", "two")
     await rig.ready()
     first = await rig.agent.next()
-    await rig.event(Reply(first.session, "1"))
+    await rig.event(Reply.of(first.session, "1"))
     second = await rig.agent.next()
     assert (first.text, second.text) == ("one", "two")
 
@@ -223,7 +223,7 @@ async def test_max_in_flight_bounds_turns_across_chats(rig: Rig) -> None:
     assert got == {"a", "b"} and rig.agent.requests.empty()
     assert rig.router.stats().in_flight == 2
     session_a = await rig.store.current_session(ChatRef("test", "a"))
-    await rig.event(Reply(session_a, "done a"))
+    await rig.event(Reply.of(session_a, "done a"))
     assert (await rig.agent.next()).text == "c"
 
 
@@ -234,7 +234,7 @@ async def test_progress_and_answer_reach_the_turn_of_their_session(rig: Rig) -> 
     await rig.event(Progress(request.session, "text", "hel"))
     await rig.event(Progress(request.session, "tool_start", tool="ls"))
     await rig.event(Progress("another-session", "text", "not this chat's"))
-    await rig.event(Reply(request.session, "hello back"))
+    await rig.event(Reply.of(request.session, "hello back"))
     await rig.adapter.wait_sent(1)
     kinds = [e.kind if isinstance(e, ProgressEvent) else e for _, e in rig.adapter.progress]
     assert kinds == [ProgressKind.STARTED, ProgressKind.TEXT, ProgressKind.TOOL_START,
@@ -249,11 +249,11 @@ async def test_an_answer_from_another_worker_is_not_taken_for_the_turn(rig: Rig)
     await rig.ready()
     request = await rig.agent.next()
     other = ScriptedAgent(name="w2")
-    await rig.router.agent_event(other, Reply(request.session, "a scheduled job's answer"))
+    await rig.router.agent_event(other, Reply.of(request.session, "a scheduled job's answer"))
     await rig.adapter.wait_sent(1)
     assert rig.adapter.sent[0][1].kind is ReplyKind.UNSOLICITED
     assert rig.router.status(ChatRef("test", "a")).worker == "w1"  # the turn still runs
-    await rig.event(Reply(request.session, "the answer"))
+    await rig.event(Reply.of(request.session, "the answer"))
     await rig.adapter.wait_sent(2)
     assert rig.adapter.sent[1][1].kind is ReplyKind.ANSWER
 
@@ -262,9 +262,9 @@ async def test_response_without_turn_goes_to_the_session_chat(rig: Rig) -> None:
     await rig.submit("a", "hello")
     await rig.ready()
     req = await rig.agent.next()
-    await rig.event(Reply(req.session, "answer"))
-    await rig.event(Reply(req.session, "reminder: water the plants"))
-    await rig.event(Reply("no-such-session", "lost"))
+    await rig.event(Reply.of(req.session, "answer"))
+    await rig.event(Reply.of(req.session, "reminder: water the plants"))
+    await rig.event(Reply.of("no-such-session", "lost"))
     await rig.adapter.wait_sent(2)
     assert [(c, r.kind) for c, r in rig.adapter.sent] == [
         ("a", ReplyKind.ANSWER), ("a", ReplyKind.UNSOLICITED)]
@@ -396,7 +396,7 @@ async def test_messages_put_back_after_a_crash_keep_their_lane(
         return stored
 
     monkeypatch.setattr(rig.store, "add_reply", slow_reply)
-    await rig.event(Reply(first.session, "answer 1"))
+    await rig.event(Reply.of(first.session, "answer 1"))
     await rig.submit("x", "m2")  # its turn starts while answer 1 is still being stored
     assert (await rig.agent.next()).text == "m2"
     monkeypatch.setattr(rig.store, "add_reply", store_reply)
@@ -406,7 +406,7 @@ async def test_messages_put_back_after_a_crash_keep_their_lane(
     await rig.ready()
     again = await rig.agent.next()
     assert again.text == "m2\n\nm3"  # m2 asked again (with m3): nothing stranded
-    await rig.event(Reply(again.session, "answer 2+3"))
+    await rig.event(Reply.of(again.session, "answer 2+3"))
     await rig.adapter.wait_sent(2)
     assert [r.text for _, r in rig.adapter.sent] == ["answer 1", "answer 2+3"]
     assert await rig.store.open_messages() == []
@@ -433,7 +433,7 @@ async def test_turns_of_a_wave_never_sent_are_not_charged_an_attempt(rig: Rig) -
 async def test_a_reply_handed_over_again_while_it_is_sent_goes_out_once(rig: Rig) -> None:
     await rig.submit("x", "question")
     [message] = await rig.store.open_messages()
-    reply = await rig.store.add_reply(ChatRef("test", "x"), ReplyKind.ANSWER, "once",
+    reply = await rig.store.add_reply(ChatRef("test", "x"), OutgoingReply("once"),
                                       settles=[message])
     rig.adapter.hold = asyncio.Event()
     rig.outbox.deliver(reply)
@@ -493,11 +493,11 @@ async def test_an_answer_kept_back_by_the_store_is_not_overtaken_by_the_next(
     await rig.submit("x", "first")
     await rig.ready()
     first = await rig.agent.next()
-    await rig.event(Reply(first.session, "answer 1"))
+    await rig.event(Reply.of(first.session, "answer 1"))
     await refusals.wait()
     await rig.submit("x", "second")  # its turn runs while answer 1 is kept in memory
     second = await rig.agent.next()
-    await rig.event(Reply(second.session, "answer 2"))
+    await rig.event(Reply.of(second.session, "answer 2"))
     await rig.adapter.wait_sent(2)
     assert [r.text for _, r in rig.adapter.sent] == ["answer 1", "answer 2"]
     assert failures == 3

@@ -32,7 +32,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 
 def files(fake: FakeSlack, session: aiohttp.ClientSession, tmp_path: Path, *,
           token: str | None = None, hosts: list[str] | None = None,
-          **limits: int) -> SlackFiles:
+          **limits: Any) -> SlackFiles:
     policy = AttachmentPolicy(AttachmentSettings(**limits), tmp_path / "media")
 
     async def info(file_id: str) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from picobridge.contract import ChatRef, InboundMessage, ReplyKind
+from picobridge.contract import ChatRef, InboundMessage, OutgoingReply, ReplyKind
 from picobridge.store import Store
-from picobridge.store.schema import SchemaError, available_migrations
+from picobridge.store.schema import SchemaError, latest_version
 
 CHAT = ChatRef("telegram", "-100123", "7")
 
@@ -30,10 +30,10 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 async def test_migrations_are_recorded_and_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "p.db"
     s = await Store.open(path)
-    assert await s.schema_version() == len(available_migrations())
+    assert await s.schema_version() == latest_version()
     await s.close()
     s = await Store.open(path)  # nothing to apply the second time
-    assert await s.schema_version() == len(available_migrations())
+    assert await s.schema_version() == latest_version()
     await s.close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -80,11 +80,11 @@ async def test_message_lifecycle_until_delivered(store: Store) -> None:
     await store.mark_dispatched([m.id])
     [open_msg] = await store.open_messages()
     assert (open_msg.status, open_msg.attempts) == ("dispatched", 1)
-    stored = await store.add_reply(CHAT, ReplyKind.ANSWER, "answer", settles=[m], reply_to="1")
+    stored = await store.add_reply(CHAT, OutgoingReply("answer", reply_to="1"), settles=[m])
     assert await store.open_messages() == []
     [pending] = await store.pending_replies()
     assert pending == stored  # what the outbox is handed is what a restart would read
-    assert (pending.text, pending.answers, pending.reply_to) == ("answer", ("m1",), "1")
+    assert (pending.text, pending.reply.answers, pending.reply.reply_to) == ("answer", ("m1",), "1")
     assert await store.open_for_chat(CHAT.key) == 2  # answered message + pending reply
     await store.mark_sent(stored.id)
     assert await store.pending_replies() == []
@@ -104,7 +104,7 @@ async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:
 async def test_permanent_send_failure_marks_messages_failed(store: Store) -> None:
     m = await store.record_inbound(msg(1))
     assert m is not None
-    out = (await store.add_reply(CHAT, ReplyKind.ANSWER, "a", settles=[m])).id
+    out = (await store.add_reply(CHAT, OutgoingReply("a"), settles=[m])).id
     await store.mark_send_failed(out, "transient", permanent=False)
     assert len(await store.pending_replies()) == 1
     await store.mark_send_failed(out, "chat not found", permanent=True)
@@ -146,7 +146,7 @@ async def test_command_is_recorded_with_its_reply_once(store: Store) -> None:
     assert await store.record_command(command, "help text") is None
     [reply] = await store.pending_replies()
     assert reply == stored
-    assert reply.kind is ReplyKind.NOTICE and reply.answers == ("c1",)
+    assert reply.kind is ReplyKind.NOTICE and reply.reply.answers == ("c1",)
     assert await store.open_messages() == []
 
 
@@ -171,7 +171,7 @@ async def test_messages_arriving_together_are_stored_in_order_and_once(store: St
 
 async def test_replies_marked_sent_together_each_deliver_their_messages(store: Store) -> None:
     messages = [await store.record_inbound(msg(n)) for n in range(3)]
-    replies = [await store.add_reply(CHAT, ReplyKind.ANSWER, f"a{m.id}", settles=[m])
+    replies = [await store.add_reply(CHAT, OutgoingReply(f"a{m.id}"), settles=[m])
                for m in messages if m is not None]
     await asyncio.gather(*(store.mark_sent(r.id) for r in replies))
     assert await store.pending_replies() == []
@@ -191,7 +191,7 @@ async def test_lone_surrogates_and_nul_are_stored_as_replacement_characters(
     assert all(s is not None for s in stored)
     assert [m.text for m in await store.open_messages()] == [
         "hi 0", "hi 1", "half \ufffd a smiley\ufffd and the rest \x01", "hi 2"]
-    reply = await store.add_reply(CHAT, ReplyKind.ANSWER, "oops \udc00 \x00 end",
+    reply = await store.add_reply(CHAT, OutgoingReply("oops \udc00 \x00 end"),
                                   error="x\ud800")
     assert reply.text == "oops \ufffd \ufffd end"
     [pending] = await store.pending_replies()

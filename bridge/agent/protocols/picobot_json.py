@@ -13,9 +13,11 @@ import asyncio
 import dataclasses
 import logging
 import re
+from pathlib import Path
 from typing import Any, ClassVar
 
 from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
+from picobridge.agent.outfiles import files_in_record, files_in_text
 from picobridge.agent.port import AgentEvent, AgentRequest, Failure, Progress, Reply
 from picobridge.contract import Attachment
 
@@ -60,13 +62,18 @@ def message_record(request: AgentRequest) -> dict[str, Any]:
     return record
 
 
-def decode(record: dict[str, Any]) -> AgentEvent | str | None:
-    """An event (session as the agent wrote it), "ready"/"pong", or None for other records."""
+def decode(record: dict[str, Any], workdir: Path) -> AgentEvent | str | None:
+    """An event (session as the agent wrote it), "ready"/"pong", or None for other records.
+    `workdir` is the agent's, where a relative path of a file it sends starts."""
     kind = record.get("type")
     if kind == "response":
         content = record.get("content")
+        attached = files_in_record(record.get("attachments"), workdir)
+        if content is None and attached:
+            content = ""  # files alone are an answer too
         if isinstance(content, str):
-            return Reply(_session(record), content)
+            answer, named = files_in_text(content, workdir)
+            return Reply.of(_session(record), answer, attached + named)
         # An answer that is not text is the agent's fault: say so rather than show "None".
         return Failure(_session(record), "the agent sent an answer without text",
                        "bad_response")
@@ -97,6 +104,7 @@ class PicobotDriver(Driver):
         # Progress without a session comes in floods (a streamed answer is thousands of
         # deltas): said once per agent process, then only at debug level.
         self._said_sessionless_progress = False
+        self._workdir = context.settings.workdir_in(context.state_dir)
 
     def running(self) -> frozenset[str]:
         return frozenset(self._running)
@@ -132,7 +140,7 @@ class PicobotDriver(Driver):
                                      "too_large"))
 
     async def on_record(self, record: dict[str, Any]) -> None:
-        event = decode(record)
+        event = decode(record, self._workdir)
         if event == "ready":
             self._ready.set()
         elif event == "pong":

@@ -24,6 +24,7 @@ shared/peers/prime-rpc-peer.md (where they differ, the program wins).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import time
@@ -31,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
+from picobridge.agent.outfiles import files_in_text
 from picobridge.agent.port import (
     AgentRequest,
     ControlKind,
@@ -86,6 +88,7 @@ class PrimeRpcDriver(PrimeControls, Driver):
         self._unawaited: set[str] = set()  # requests sent without waiting for their answer
         self._prompt: str | None = None  # the running turn's prompt, until it is answered
         self._sessions = context.settings.sessions_dir or context.state_dir / "agent-sessions"
+        self._workdir = context.settings.workdir_in(context.state_dir)
         self._current_file: str | None = None
         self._turn: str | None = None  # the session whose prompt runs
         self._notice: str | None = None  # said before the turn's answer (a refused file)
@@ -280,7 +283,7 @@ class PrimeRpcDriver(PrimeControls, Driver):
         elif kind == "auto_retry_end" and record.get("success") is False:
             if self._stopping:
                 # Aborted while it waited to retry: pi reports "Retry cancelled".
-                await self._end(Reply(session, STOPPED, stopped=True))
+                await self._end(Reply.of(session, STOPPED, stopped=True))
                 return
             final = record.get("finalError")
             error = final if isinstance(final, str) else "the agent gave up retrying"
@@ -295,7 +298,8 @@ class PrimeRpcDriver(PrimeControls, Driver):
             # A follow-up begins: what the agent said before it answers what came before.
             delivered = self._injected.take_delivered()
             answer, self._answer = self._answer, ""
-            await self._emit(Reply(session, answer, delivered, continues=tag))
+            await self._emit(Reply.of(session, *files_in_text(answer, self._workdir),
+                                      delivered=delivered, continues=tag))
 
     async def _run_ended(self, session: str, messages: Any) -> None:
         text, reason, error = assistant_text(messages)
@@ -306,10 +310,10 @@ class PrimeRpcDriver(PrimeControls, Driver):
                 self._no_retry(session, error or "the model failed"), name="rpc-verdict")
             return
         if reason == "aborted":
-            await self._end(Reply(session, f"{text}\n\n{STOPPED}" if text.strip()
-                                  else STOPPED, stopped=True))
+            await self._end(Reply.of(session, f"{text}\n\n{STOPPED}" if text.strip()
+                                     else STOPPED, stopped=True))
             return
-        await self._end(Reply(session, text))
+        await self._end(Reply.of(session, *files_in_text(text, self._workdir)))
 
     async def _no_retry(self, session: str, error: str) -> None:
         await asyncio.sleep(RETRY_NOTICE_WAIT)
@@ -337,8 +341,9 @@ class PrimeRpcDriver(PrimeControls, Driver):
             # pi keeps them for its next prompt; switching the session in again drops them.
             self._current_file = None
         if isinstance(event, Reply):
-            text = f"{self._notice}\n\n{event.text}" if self._notice else event.text
-            event = Reply(event.session, text, self._injected.take_delivered(),
+            reply = dataclasses.replace(event.reply, text=f"{self._notice}\n\n{event.text}") \
+                if self._notice else event.reply
+            event = Reply(event.session, reply, self._injected.take_delivered(),
                           undelivered=undelivered, stopped=event.stopped)
         else:
             self._injected.take_delivered()

@@ -132,6 +132,9 @@ class SlackFiles(SlackWorkspace):
             data = await request.read()
         if not data:
             return web.Response(status=400, text="empty upload")
+        if len(data) != record.length:
+            # Slack takes exactly the bytes files.getUploadURLExternal was told of.
+            return web.Response(status=400, text="upload size does not match length")
         record.content = data
         self.notify()
         # Slack's upload host answers in plain text; slack-sdk only checks for status 200.

@@ -18,16 +18,16 @@ Typical use::
         await fake.wait_for(lambda: len(fake.sent_messages(42)) >= 1, "a reply")
 
 Parts, each building on the one before: base (HTTP, tokens, chats), files, updates, users
-(updates users cause), api (the methods the bot calls).
+(updates users cause), api (the methods the bot calls), media (the files it sends).
 """
 
 from tests.fakes.server import Call
-from tests.fakes.telegram.api import TelegramBotApi
 from tests.fakes.telegram.entities import utf16_len
+from tests.fakes.telegram.media import TelegramMedia
 from tests.fakes.telegram.model import ApiError, ChatAction, SentMessage, StoredFile
 
 
-class FakeTelegram(TelegramBotApi):
+class FakeTelegram(TelegramMedia):
     """A fake Telegram Bot API server (see the package docstring)."""
 
 

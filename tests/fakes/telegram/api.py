@@ -1,6 +1,6 @@
 """The bot's side of the fake Telegram: the Bot API methods picobridge calls to talk to users
 (getMe, sendMessage, editMessageText, editMessageReplyMarkup, deleteMessage, sendChatAction,
-sendDocument, the command list), and what tests read back from them."""
+the command list), and what tests read back from them; files go in media.py."""
 
 from __future__ import annotations
 
@@ -13,13 +13,11 @@ from tests.fakes.telegram.base import MethodHandler
 from tests.fakes.telegram.entities import formatted_text
 from tests.fakes.telegram.keyboards import TelegramKeyboards, check_markup
 from tests.fakes.telegram.model import (
-    MAX_CAPTION_LENGTH,
     MAX_TEXT_LENGTH,
     ApiError,
     ChatAction,
     SentMessage,
     StoredFile,
-    UploadedFile,
     bad_request,
 )
 
@@ -42,7 +40,7 @@ class TelegramBotApi(TelegramKeyboards):
                 "editMessageText": self._edit_message_text,
                 "editMessageReplyMarkup": self._edit_message_reply_markup,
                 "deleteMessage": self._delete_message, "sendChatAction": self._send_chat_action,
-                "sendDocument": self._send_document, "setMyCommands": self._set_my_commands,
+                "setMyCommands": self._set_my_commands,
                 "getMyCommands": self._get_my_commands}
 
     # ---- reading back ------------------------------------------------------------------------
@@ -128,31 +126,6 @@ class TelegramBotApi(TelegramKeyboards):
         if entities:
             message["entities"] = entities
         self._record_sent(message, "text", params, None)
-        return message
-
-    async def _send_document(self, params: JSON) -> JSON:
-        chat_id = self.target_chat(params)
-        value = params.get("document")
-        if value is None or value == "":
-            raise bad_request("there is no document in the request")
-        if isinstance(value, UploadedFile):
-            if not value.data:
-                raise bad_request("file must be non-empty")
-            stored = self.add_file(value.data, value.filename, value.content_type)
-        elif isinstance(value, str) and value in self.files:
-            stored = self.files[value]
-        else:
-            raise bad_request("wrong file identifier/HTTP URL specified")
-        caption, entities = formatted_text(params.get("caption"), params.get("parse_mode"),
-                                           params.get("caption_entities"),
-                                           limit=MAX_CAPTION_LENGTH, what="message caption")
-        message = self._bot_message(chat_id, params)
-        message.update(self.media_object("document", stored))
-        if caption:
-            message["caption"] = caption
-        if entities:
-            message["caption_entities"] = entities
-        self._record_sent(message, "document", params, stored)
         return message
 
     # ---- changing what was sent --------------------------------------------------------------

@@ -63,6 +63,7 @@ class TelegramBase(FakeServer):
         # files
         self.files: dict[str, StoredFile] = {}
         self.downloads: list[str] = []  # file paths, in download order
+        self.streamed_bytes: dict[str, int] = {}  # file path -> bytes a streamed download sent
         self._files_by_path: dict[str, StoredFile] = {}
         # updates
         self.updates: dict[int, JSON] = {}  # every update ever queued, by id

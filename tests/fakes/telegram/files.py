@@ -27,8 +27,10 @@ class TelegramFiles(TelegramBase):
 
     def add_file(self, data: bytes, file_name: str | None = None, mime_type: str | None = None,
                  *, kind: str = "document", file_size: int | None = None, width: int = 0,
-                 height: int = 0, duration: int = 0) -> StoredFile:
-        """Store a file as if a user had sent it; ``file_size`` may claim more than len(data)."""
+                 height: int = 0, duration: int = 0,
+                 streamed_size: int | None = None) -> StoredFile:
+        """Store a file as if a user had sent it; ``file_size`` may claim more than len(data),
+        or less than ``streamed_size``, the bytes a download then streams."""
         ext = ""
         if file_name and "." in file_name:
             ext = "." + file_name.rsplit(".", 1)[1]
@@ -40,7 +42,7 @@ class TelegramFiles(TelegramBase):
             file_unique_id="AgAD" + secrets.token_urlsafe(9), data=bytes(data),
             file_name=file_name, mime_type=mime_type,
             file_size=len(data) if file_size is None else file_size, file_path=path, kind=kind,
-            width=width, height=height, duration=duration)
+            width=width, height=height, duration=duration, streamed_size=streamed_size)
         self.files[stored.file_id] = stored
         self._files_by_path[path] = stored
         return stored
@@ -104,4 +106,26 @@ class TelegramFiles(TelegramBase):
             return web.json_response(ApiError(404, "Not Found").envelope(), status=404)
         self.downloads.append(stored.file_path)
         self.notify()
+        if stored.streamed_size is not None:
+            return await self._stream(request, stored.streamed_size)
         return web.Response(body=stored.data, content_type="application/octet-stream")
+
+    async def _stream(self, request: web.Request, size: int) -> web.StreamResponse:
+        """`size` bytes without a Content-Length, as a proxy streaming a file would send them;
+        stops when the reader hangs up."""
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        await response.prepare(request)
+        chunk = bytes(range(256)) * 256  # 64 KiB, the only buffer
+        sent = 0
+        try:
+            while sent < size:
+                part = chunk[:size - sent]
+                await response.write(part)
+                sent += len(part)
+            await response.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass  # the bridge stopped reading, as it should
+        finally:  # also when the hang-up cancels this handler
+            self.streamed_bytes[request.match_info["path"]] = sent
+            self.notify()
+        return response

@@ -1,0 +1,51 @@
+"""What still waits for the agent, seen per chat and per sender: the chats to tell during an
+outage, and a denied sender's messages to hold back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from picobridge.contract import ChatRef
+from picobridge.store.connection import Database
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingChat:
+    chat: ChatRef
+    reply_to: str | None  # what a reply to its oldest waiting message refers to
+
+
+# Why a denied sender's queued message was not sent (its row's error).
+DENIED = "not sent: the sender's access was revoked"
+
+
+class QueuedTable(Database):
+    async def waiting_chats(self) -> list[WaitingChat]:
+        """Chats with a message not yet answered, oldest first."""
+        rows = await self._all(
+            "SELECT c.platform, c.chat_id, c.thread_id, i.reply_to"
+            " FROM inbound i JOIN chats c ON c.chat_key = i.chat_key"
+            " WHERE i.id IN (SELECT min(id) FROM inbound"
+            "   WHERE status IN ('received', 'dispatched') GROUP BY chat_key)"
+            " ORDER BY i.id")
+        return [WaitingChat(ChatRef(r[0], r[1], r[2]), r[3]) for r in rows]
+
+    async def hold_back(self, platform: str, sender_id: str, reason: str) -> int:
+        """Mark a sender's messages that have not reached the agent as dropped, with why;
+        returns how many (the rows stay, for `picobridge failed` and the record)."""
+        async with self._tx() as db:
+            cur = await db.execute(
+                "UPDATE inbound SET status = 'dropped', error = ?, updated_at = ?"
+                " WHERE platform = ? AND sender_id = ? AND status = 'received'",
+                (reason, time.time(), platform, sender_id))
+            return cur.rowcount
+
+    async def mark_held_back(self, ids: Sequence[int], reason: str) -> None:
+        if ids:
+            async with self._tx() as db:
+                await db.executemany(
+                    "UPDATE inbound SET status = 'dropped', error = ?, updated_at = ?"
+                    " WHERE id = ? AND status = 'received'",
+                    [(reason, time.time(), i) for i in ids])
