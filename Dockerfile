@@ -7,25 +7,27 @@
 #     -e PICOBRIDGE_TELEGRAM__TOKEN=... picobridge
 
 # --- build: wheels for picobridge and every dependency ------------------------------------
-FROM python:3.11-slim AS build
+# The base image by its exact Python and Debian release, so a rebuild next month gets the same
+# interpreter (raise it on purpose, in both stages; a digest, python:...@sha256:..., pins it
+# further).
+FROM python:3.11.14-slim-bookworm AS build
 WORKDIR /src
 # The dependencies first, from pyproject.toml's list at the versions deploy/constraints.txt
 # pins: this layer is rebuilt only when one of those two files changes, not on every code
 # change.
 COPY pyproject.toml deploy/constraints.txt ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > requirements.txt \
-    && pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.txt -c constraints.txt
-# Then picobridge itself.
+    && pip wheel --no-cache-dir --wheel-dir /deps -r requirements.txt -c constraints.txt \
+    && cp requirements.txt constraints.txt /deps/
+# Then picobridge itself, in a folder of its own.
 COPY . .
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /app .
 
 # --- runtime: only the installed wheels, no source tree, no build tools --------------------
-FROM python:3.11-slim
+FROM python:3.11.14-slim-bookworm
 
-# Installing from the build stage's wheels only (--no-index) makes the image match what was
-# built and tested, and the bind mount keeps the wheel files themselves out of every layer.
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links /wheels picobridge
+# What changes least comes first, so a change to picobridge's code rebuilds only its own last
+# layer: tini, the user, the dependencies, then picobridge.
 
 # tini as PID 1: it reaps the processes the agent leaves behind (a tool's orphans would stay
 # zombies under a PID 1 that does not wait for them) and passes SIGTERM on to picobridge.
@@ -39,6 +41,16 @@ RUN groupadd --system --gid 10001 picobridge \
     && useradd --system --uid 10001 --gid picobridge --home-dir /var/lib/picobridge \
         --shell /usr/sbin/nologin picobridge \
     && install -d -o picobridge -g picobridge -m 0700 /var/lib/picobridge
+
+# Installing from the build stage's wheels only (--no-index) makes the image match what was
+# built and tested, and the bind mounts keep the wheel files themselves out of every layer.
+# The dependencies' wheels change only with pyproject.toml or the constraints, so this layer
+# stays cached across code changes.
+RUN --mount=type=bind,from=build,source=/deps,target=/deps \
+    pip install --no-cache-dir --no-index --find-links /deps -r /deps/requirements.txt \
+        -c /deps/constraints.txt
+RUN --mount=type=bind,from=build,source=/app,target=/app \
+    pip install --no-cache-dir --no-index --no-deps /app/*.whl
 
 # PICOBRIDGE_HTTP__LISTEN: all interfaces inside the container so a published port works;
 # `picobridge health` (the HEALTHCHECK) asks 127.0.0.1. It overrides http.listen from a config

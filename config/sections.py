@@ -89,7 +89,23 @@ class AgentSettings(Section):
         return data
 
 
+class RouteSettings(Section):
+    """`[[routes]]`: which agent serves the chats it matches (first match wins)."""
+
+    agent: str
+    platform: str | None = None
+    bot: str | None = None
+    # Chat keys as `picobridge sessions list` prints them; glob patterns (`<platform>:C0DEV*`).
+    chats: list[str] | None = None
+    users: list[str] | None = None
+    kind: Literal["private", "group"] | None = None
+    # Agents a chat of this route may switch to with /agent (its own agent is always one).
+    switchable: list[str] = Field(default_factory=list)
+
+
 class BridgeSettings(Section):
+    # The agent of chats no route matches.
+    default_agent: str = "default"
     coalesce: bool = True
     max_attempts: PositiveInt = 3
     # Seconds a question of the agent (prime-rpc dialogs) waits for an answer.

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
 
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
-from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,24 +25,26 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from picobridge.config.agents import check_agents, named_agents
+from picobridge.config.credentials import ConfigError, CredentialsSource, credential_files
 from picobridge.config.sections import (
     AgentSettings,
     AttachmentSettings,
     BridgeSettings,
     HttpSettings,
     LogSettings,
+    RouteSettings,
 )
+from picobridge.config.shapes import shape_problems
 
 if TYPE_CHECKING:
     from picobridge.contract import Platform
 
+__all__ = ["ConfigError", "Settings", "credential_files", "load_settings"]
+
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
 ENV_PREFIX = "PICOBRIDGE_"
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased for the operator, never containing a secret value."""
 
 
 class CoreSettings(BaseSettings):
@@ -63,6 +64,9 @@ class CoreSettings(BaseSettings):
     # `default_state_dir` (a user's own folder for users who cannot write this one).
     state_dir: Path = SYSTEM_STATE_DIR
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    # Further named agents, `[agents.NAME]`; `[agent]` is the agent named "default".
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    routes: list[RouteSettings] = Field(default_factory=list)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -95,18 +99,17 @@ class CoreSettings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _agents_named(self) -> CoreSettings:
+        check_agents(self)
+        return self
+
+    def named_agents(self) -> dict[str, AgentSettings]:
+        """Every agent by name (config/agents.py)."""
+        return named_agents(self)
+
+    @model_validator(mode="after")
     def _platform_shapes(self) -> CoreSettings:
-        """Allowed user ids and tokens of a shape their platform never has: an id that can
-        never match would let nobody in silently, a token that cannot work would cost a round
-        trip to learn it."""
-        problems = []
-        for name, platform in self._platforms.items():
-            section = self.section(name)
-            problems += platform.token_problems(section)
-            for user in sorted(platform.allowed_users(section)):
-                problem = platform.user_id_problem(user)
-                if problem is not None:
-                    problems.append(f"{name}.allowed_users: {problem}, got {user!r}")
+        problems = shape_problems(self._platforms, self.section)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -136,40 +139,6 @@ class CoreSettings(BaseSettings):
 if TYPE_CHECKING:
     # For type checkers the core model; at run time, the model with the platforms' sections.
     Settings = CoreSettings
-
-
-def credential_files(platforms: Mapping[str, Platform]) -> dict[str, tuple[str, str]]:
-    """systemd credential file name -> (section, key), e.g. `LoadCredential=telegram_token:..`."""
-    return {filename: (name, key) for name, platform in platforms.items()
-            for filename, key in platform.credentials.items()}
-
-
-class CredentialsSource(PydanticBaseSettingsSource):
-    """Secrets from systemd's LoadCredential= files, so tokens need not sit in the config."""
-
-    def __init__(self, settings_cls: type[BaseSettings],
-                 files: Mapping[str, tuple[str, str]]) -> None:
-        super().__init__(settings_cls)
-        self._files = files
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        directory = os.environ.get("CREDENTIALS_DIRECTORY")
-        if not directory:
-            return {}
-        found: dict[str, dict[str, str]] = {}
-        for filename, (section, key) in self._files.items():
-            path = Path(directory) / filename
-            try:
-                if path.is_file():
-                    found.setdefault(section, {})[key] = path.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-                raise ConfigError(f"cannot read credential {filename} in $CREDENTIALS_DIRECTORY: "
-                                  f"{reason}") from None
-        return found
 
 
 _models: dict[tuple[tuple[str, str], ...], type[CoreSettings]] = {}
@@ -218,12 +187,15 @@ def user_state_dir(environ: Mapping[str, str]) -> Path:
 
 
 def default_state_dir(environ: Mapping[str, str] | None = None, euid: int | None = None) -> Path:
-    """Where state lives when no state_dir is configured: /var/lib/picobridge for root and for
-    whoever may write it (the service's own user), else the user's own state folder, so that
-    trying picobridge as a normal user needs no root and touches nothing of a service."""
+    """Where state lives when no state_dir is configured: /var/lib/picobridge once it exists
+    (the service's, made by its install or systemd's StateDirectory=), for root and for whoever
+    may write it (the service's own user); else the user's own state folder. So trying
+    picobridge needs no root and touches nothing of a service, and trying it as root does not
+    make the service's folder with files the service's user cannot write."""
     environ = os.environ if environ is None else environ
     euid = os.geteuid() if euid is None else euid
-    if euid == 0 or os.access(SYSTEM_STATE_DIR, os.W_OK | os.X_OK):
+    if SYSTEM_STATE_DIR.is_dir() and (
+            euid == 0 or os.access(SYSTEM_STATE_DIR, os.W_OK | os.X_OK)):
         return SYSTEM_STATE_DIR
     return user_state_dir(environ)
 

@@ -97,15 +97,20 @@ class AttachmentPolicy:
 
     def _save(self, platform: str, name: str, data: bytes) -> Path:
         folder = (self._media_dir / safe_name(platform)).resolve()
-        folder.mkdir(parents=True, exist_ok=True)
+        for level in (folder.parent, folder):
+            if not level.is_dir():
+                # Private whatever the umask: people's files.
+                level.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.chmod(level, 0o700)
         stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{safe_name(name)}"
         for n in range(1000):
             candidate = folder / (stem if n == 0 else f"{n}-{stem}")
             try:
                 # O_EXCL: never overwrite, even if two files with one name arrive together.
-                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:
                 continue
+            os.fchmod(fd, 0o600)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             return candidate

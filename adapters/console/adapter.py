@@ -122,7 +122,7 @@ class ConsoleAdapter(Adapter):
                 self._answered[message_id] = waiter
                 result = await bridge.submit(InboundMessage(
                     chat=CONSOLE_CHAT, sender_id=self._user, sender_name=self._user,
-                    text=text, platform_message_id=message_id))
+                    text=text, platform_message_id=message_id, chat_kind="private"))
                 if result is not SubmitResult.ACCEPTED and result is not SubmitResult.COMMAND:
                     self._answered.pop(message_id, None)
                 elif not self._interactive:

@@ -185,7 +185,8 @@ class SlackInbound:
         return InboundMessage(
             chat=found.chat, sender_id=found.user, text=text,
             platform_message_id=found.platform_message_id, sender_name=found.sender_name,
-            attachments=tuple(attachments), reply_to=found.ts, sent_at=ts_seconds(found.ts))
+            attachments=tuple(attachments), reply_to=found.ts, sent_at=ts_seconds(found.ts),
+            chat_kind="private" if found.is_dm else "group")
 
     async def _deliver(self, message: InboundMessage) -> None:
         """Hand a prepared message to the bridge (StorageUnavailable: nothing was stored)."""
@@ -232,7 +233,7 @@ class SlackInbound:
             await self._bridge.submit(InboundMessage(
                 chat=ChatRef(PLATFORM, channel, None), sender_id=user, text=command,
                 platform_message_id=f"command:{body.get('trigger_id') or body.get('envelope_id')}",
-                sender_name=str(body.get("user_name") or "")))
+                sender_name=str(body.get("user_name") or ""), chat_kind="private"))
         except StorageUnavailable:
             return STORAGE_DOWN_NOTICE
         return None

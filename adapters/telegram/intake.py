@@ -183,7 +183,8 @@ class Pipeline:
         message = InboundMessage(
             chat=chat, sender_id=sender_id, sender_name=display_name(reading.user), text=text,
             platform_message_id=platform_id(first), attachments=tuple(attachments),
-            reply_to=str(first.message_id))
+            reply_to=str(first.message_id),
+            chat_kind="private" if is_private(first) else "group")
         await self._storage.run("receiving a message", lambda: self._bridge.submit(message))
 
     async def _allowed(self, sender_id: str) -> bool:

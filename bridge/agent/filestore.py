@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from picobridge.contract import HEAD_BYTES, OutboundFile, OutgoingReply, file_type, safe_name
+from picobridge.private import FILE_MODE, private_dir
 
 log = logging.getLogger("picobridge.files")
 
@@ -71,7 +72,7 @@ def _keep(source: Path, target: Path) -> None:
         # not copy2, for the same reason.
         target.unlink(missing_ok=True)
         shutil.copyfile(source, target)
-        os.chmod(target, 0o640)
+        os.chmod(target, FILE_MODE)
 
 
 class OutboundFiles:
@@ -134,11 +135,11 @@ class OutboundFiles:
     def _copy(self, file: OutboundFile, display: str, target: Path) -> OutboundFile:
         source = self._source(file, display) if file.content is None else None
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(target.parent)
             if source is None:
                 data = (file.content or "").encode("utf-8", "replace")
                 target.write_bytes(data)
-                os.chmod(target, 0o640)
+                os.chmod(target, FILE_MODE)
                 head = data[:HEAD_BYTES]
             else:
                 _keep(source, target)

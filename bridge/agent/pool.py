@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from picobridge.agent.port import AgentListener, Capabilities, WorkerInfo, WorkerState
 from picobridge.agent.worker import AgentWorker
+from picobridge.contract import DEFAULT_AGENT
 
 log = logging.getLogger("picobridge.agent")
 
@@ -59,7 +60,9 @@ class WorkerPool:
         # one after another that wait would add up over the pool.
         await asyncio.gather(*(worker.stop() for worker in self._workers))
 
-    def place(self, session: str, busy: Mapping[str, int]) -> AgentWorker | None:
+    def place(self, session: str, busy: Mapping[str, int],
+              agent: str = DEFAULT_AGENT) -> AgentWorker | None:
+        """This pool's worker for the session (a pool serves one agent: `agent` is that)."""
         name = self._assigned.get(session)
         current = self._by_name.get(name) if name is not None else None
         if current is not None and current.ready:
@@ -95,7 +98,7 @@ class WorkerPool:
     def infos(self) -> list[WorkerInfo]:
         return [w.info() for w in self._workers]
 
-    def down_since(self) -> float | None:
+    def down_since(self, agent: str | None = None) -> float | None:
         if any(w.ready for w in self._workers):
             return None
         times = [w.down_since for w in self._workers if w.down_since is not None]

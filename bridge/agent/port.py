@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from picobridge.contract import (
+    DEFAULT_AGENT,
     Attachment,
     DialogAnswer,
     DialogKind,
@@ -179,6 +180,7 @@ class WorkerInfo:
     last_pong: float | None  # wall clock of the last answered health probe
     down_since: float | None  # monotonic; None while ready
     turns: int  # turns finished on it since the daemon started
+    agent: str = DEFAULT_AGENT  # the named agent whose pool it is in
 
 
 class Worker(Protocol):
@@ -236,16 +238,19 @@ class AgentListener(Protocol):
 
 
 class AgentPool(Protocol):
-    """The workers, and which one serves a session."""
+    """The workers of every agent, and which one serves a session."""
 
     def start(self, listener: AgentListener) -> None: ...
 
     async def stop(self) -> None: ...
 
-    def place(self, session: str, busy: Mapping[str, int]) -> Worker | None:
-        """The worker that should run this session's next turn now, or None to wait.
+    def place(self, session: str, busy: Mapping[str, int],
+              agent: str = DEFAULT_AGENT) -> Worker | None:
+        """The worker of `agent` that should run this session's next turn now, or None to
+        wait.
 
-        `busy` is the number of turns in flight per worker name (the router keeps them).
+        `busy` is the number of turns in flight per worker name (the router keeps them;
+        worker names are unique across agents).
         """
         ...
 
@@ -258,11 +263,13 @@ class PoolStatus(Protocol):
 
     def infos(self) -> list[WorkerInfo]: ...
 
-    def down_since(self) -> float | None:
-        """Monotonic time since which no worker has been ready; None while one is."""
+    def down_since(self, agent: str | None = None) -> float | None:
+        """Monotonic time since which no worker (of `agent`; None: of any agent) has been
+        ready; None while one is."""
         ...
 
     def assigned_worker(self, session: str) -> str | None: ...
 
-    @property
-    def capabilities(self) -> Capabilities: ...
+    def capabilities(self, agent: str) -> Capabilities:
+        """What the named agent's protocol offers beyond turns."""
+        ...

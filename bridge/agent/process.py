@@ -23,6 +23,7 @@ from typing import Any
 
 from picobridge.agent.framing import encode_record
 from picobridge.config.sections import AgentSettings
+from picobridge.private import private_dir
 
 log = logging.getLogger("picobridge.agent")
 
@@ -46,9 +47,7 @@ def agent_environment(base: Mapping[str, str], extra: Mapping[str, str],
 
 def workdir(settings: AgentSettings, state_dir: Path) -> Path:
     """The agent's working directory (AgentSettings.workdir_in), created when missing."""
-    path = settings.workdir_in(state_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(settings.workdir_in(state_dir))
 
 
 def describe_spawn_error(command: Sequence[str], exc: OSError,

@@ -35,7 +35,7 @@ from picobridge.agent.port import (
 )
 from picobridge.agent.process import describe_spawn_error, spawn, workdir
 from picobridge.config.sections import AgentSettings
-from picobridge.contract import DialogAnswer
+from picobridge.contract import DEFAULT_AGENT, DialogAnswer
 
 log = logging.getLogger("picobridge.agent")
 
@@ -55,8 +55,10 @@ class AgentWorker:
     def __init__(self, name: str, command: Sequence[str], settings: AgentSettings,
                  driver_class: type[Driver], state_dir: Path,
                  clock: Callable[[], float] = time.monotonic,
-                 origin: str = "agent.command", files: FileStage = NO_FILES) -> None:
+                 origin: str = "agent.command", files: FileStage = NO_FILES,
+                 agent: str = DEFAULT_AGENT) -> None:
         self._name = name
+        self.agent = agent
         self._files = files
         self._origin = origin
         self._command = list(command)
@@ -171,7 +173,7 @@ class AgentWorker:
         # state said last.
         state = self.state if self.alive or self._runner is None else WorkerState.STOPPED
         return WorkerInfo(self._name, state, self.pid, self.restarts, self.last_error,
-                          self.last_pong, self.down_since, self.turns)
+                          self.last_pong, self.down_since, self.turns, self.agent)
 
     @property
     def alive(self) -> bool:

@@ -40,10 +40,14 @@ async def sessions(settings: Settings, args: argparse.Namespace, argv: Sequence[
             print(f"{chat.key}: new session {session}")
             return exit_codes.OK
         current = await store.current_session(chat)
+        agents = await store.session_agents(chat)
         print(f"chat {chat.key}")
         for session, started, ended in await store.session_history(chat):
-            marker = " (current)" if session == current else ""
-            print(f"  {session}{marker}\tstarted {when(started)}\tended {when(ended)}")
+            # A chat keeps a current session with each agent it talked to: /agent resumes it.
+            marker = (" (current)" if session == current
+                      else " (kept for its agent)" if ended is None else "")
+            print(f"  {session}{marker}\tagent {agents.get(session, '?')}\tstarted "
+                  f"{when(started)}\tended {when(ended)}")
         return exit_codes.OK
     finally:
         await store.close()
@@ -54,8 +58,8 @@ async def _list_sessions(store: Store, platform: str | None) -> int:
     if not chats:
         print("no chats yet" + (f" on {platform}" if platform else ""))
     for info in chats:
-        print(f"{info.chat.key}\t{info.session_id}\tlast active {when(info.updated_at)}"
-              f"\t{info.open_messages} waiting")
+        print(f"{info.chat.key}\t{info.session_id}\tagent {info.agent}\tlast active "
+              f"{when(info.updated_at)}\t{info.open_messages} waiting")
     return exit_codes.OK
 
 

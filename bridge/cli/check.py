@@ -18,8 +18,12 @@ from picobridge.agent.protocols import driver_class
 from picobridge.cli import statedir
 from picobridge.cli.agent_hint import missing_agent
 from picobridge.cli.common import CliError, no_platform
+from picobridge.cli.exposure import exposure
 from picobridge.cli.instance import holder
+from picobridge.config.sections import AgentSettings
 from picobridge.config.settings import Settings, default_config_path
+from picobridge.contract import DEFAULT_AGENT
+from picobridge.core.routes import shadowed
 from picobridge.ops import listen
 from picobridge.ops.logs import RedactingFormatter
 from picobridge.store.schema import latest_version
@@ -41,6 +45,10 @@ class _Report:
             self.failed |= not config
         print(f"{mark} {part:<9} {self._scrub.redact(text)}")
 
+    def warn(self, part: str, text: str) -> None:
+        """Usable, but the operator should know (counts as neither ok nor failed)."""
+        print(f"WARN {part:<9} {self._scrub.redact(text)}")
+
     def exit_code(self) -> int:
         """1 when a part fails (the report says which), else 3 when the configuration is
         wrong as for every other command, else 0."""
@@ -55,6 +63,8 @@ class _Report:
 def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
     try:
         statedir.refuse_foreign(settings.state_dir, argv)
+        if settings.state_dir.is_dir():
+            statedir.refuse_foreign_files(settings.state_dir)
         return _database_file(settings)
     except statedir.StateDirError as exc:
         return False, str(exc)
@@ -100,15 +110,16 @@ def _read_only(path: Path) -> str:
     return f"; {statedir.READ_ONLY}" if statedir.read_only(path) else ""
 
 
-def _workdir_problem(settings: Settings, argv: list[str]) -> str | None:
+def _workdir_problem(settings: Settings, agent: AgentSettings,
+                     argv: list[str]) -> str | None:
     """Why the agent's working directory cannot be made, before blaming the agent for it."""
     try:
         statedir.refuse_foreign(settings.state_dir, argv)
-        workdir(settings.agent, settings.state_dir)
+        workdir(agent, settings.state_dir)
     except statedir.StateDirError:
         return "not started (see database)"
     except OSError as exc:
-        where = settings.agent.workdir or settings.state_dir / "workspace"
+        where = agent.workdir or settings.state_dir / "workspace"
         return (f"cannot create its working directory {where}: {exc.strerror or exc}; "
                 f"{statedir.fix(Path(where), argv)}")
     return None
@@ -131,23 +142,41 @@ def _listener(settings: Settings) -> tuple[bool, str]:
     return True, f"{address} can be had"
 
 
+def _commands(settings: Settings) -> list[tuple[str, list[str]]]:
+    """Each agent worker's name and command, of every agent."""
+    found: list[tuple[str, list[str]]] = []
+    for name, agent in settings.named_agents().items():
+        prefix = "" if name == DEFAULT_AGENT else f"{name}/"
+        if agent.workers:
+            found += [(prefix + (w.name or f"w{i}"), w.command)
+                      for i, w in enumerate(agent.workers, 1)]
+        else:
+            found.append((prefix + "agent", agent.command))
+    return found
+
+
 async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
-    """Start every worker's command once (concurrently: each may take ready_timeout)."""
-    agent = settings.agent
-    driver = driver_class(agent.protocol)
-    if agent.workers:
-        commands = [(w.name or f"w{i}", w.command) for i, w in enumerate(agent.workers, 1)]
-    else:
-        commands = [("agent", agent.command)]
-    problem = _workdir_problem(settings, argv)
-    if problem is not None:
-        report.line("agent", None if problem.startswith("not started") else False, problem)
-        return
+    """Start every worker's command of every agent once (concurrently: each may take
+    ready_timeout)."""
+    agents = settings.named_agents()
+    several = len(agents) > 1
+    probes = []
+    for agent_name, agent in agents.items():
+        prefix = f"agent {agent_name}" if several else "agent"
+        problem = _workdir_problem(settings, agent, argv)
+        if problem is not None:
+            report.line(prefix, None if problem.startswith("not started") else False, problem)
+            continue
+        driver = driver_class(agent.protocol)
+        if agent.workers:
+            for i, w in enumerate(agent.workers, 1):
+                probes.append((f"{prefix} {w.name or f'w{i}'}", w.command, agent, driver))
+        else:
+            probes.append((prefix, agent.command, agent, driver))
     results = await asyncio.gather(
-        *(probe_agent(command, agent, driver, settings.state_dir, name)
-          for name, command in commands), return_exceptions=True)
-    for (name, command), result in zip(commands, results, strict=True):
-        label = "agent" if len(commands) == 1 else f"agent {name}"
+        *(probe_agent(command, agent, driver, settings.state_dir, label.removeprefix("agent "))
+          for label, command, agent, driver in probes), return_exceptions=True)
+    for (label, command, _, _), result in zip(probes, results, strict=True):
         if isinstance(result, str):
             report.line(label, True, result)
             continue
@@ -155,6 +184,22 @@ async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
                 else f"{result.__class__.__name__}: {result}")
         hint = missing_agent(command)
         report.line(label, False, text + (f"; {hint}" if hint else ""))
+
+
+def _routes(report: _Report, settings: Settings) -> None:
+    """Every route names a defined agent (the config model refuses others); say which can
+    never match because an earlier one takes all their chats."""
+    from picobridge.cli.wiring import build_routing
+
+    if not settings.routes:
+        return
+    dead = shadowed(build_routing(settings, {}).routes)
+    for later, earlier in dead:
+        report.line("routes", False, f"routes[{later}] (agent {settings.routes[later].agent}) "
+                    f"can never match: routes[{earlier}] before it takes all its chats")
+    if not dead:
+        report.line("routes", True, f"{len(settings.routes)} route(s), the rest to agent "
+                    f"{settings.bridge.default_agent}")
 
 
 async def run_check(invocation: Invocation) -> int:
@@ -167,10 +212,16 @@ async def run_check(invocation: Invocation) -> int:
     report.secrets(settings.secrets())
     path = invocation.args.config or default_config_path(os.environ)
     report.line("config", True, str(path or "defaults and environment"))
+    found = exposure(path, settings.secrets(), [command for _, command in _commands(settings)])
+    for warning in found.warnings:
+        report.warn("config", warning)
+    for refusal in found.refusals:
+        report.line("config", False, f"run would refuse to start: {refusal}", config=True)
     ok, text = _database(settings, invocation.argv)
     report.line("database", ok, text)
     if settings.http.listen is not None:
         report.line("http", *_listener(settings))
+    _routes(report, settings)
     await _agents(report, settings, invocation.argv)
 
     from picobridge.adapters.registry import enabled_platforms

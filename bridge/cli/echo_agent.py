@@ -55,10 +55,13 @@ def command() -> list[str]:
 
 
 def with_echo_agent(settings: Settings) -> Settings:
-    """The settings with every agent worker replaced by the echo agent (same pool size)."""
-    agent = settings.agent.model_copy(update={"command": command(), "protocol": "picobot-json",
-                                              "workers": []})
-    return settings.model_copy(update={"agent": agent})
+    """The settings with every agent's workers replaced by the echo agent (same pool sizes)."""
+    echo = {"command": command(), "protocol": "picobot-json", "workers": []}
+    update: dict[str, object] = {
+        "agents": {name: a.model_copy(update=echo) for name, a in settings.agents.items()}}
+    if "agent" in settings.model_fields_set or not settings.agents:
+        update["agent"] = settings.agent.model_copy(update=echo)
+    return settings.model_copy(update=update)
 
 
 class Memory:

@@ -14,6 +14,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from picobridge.private import open_private
+
 LOCK_NAME = "picobridge.lock"
 
 
@@ -28,7 +30,7 @@ class InstanceLock:
 
     def acquire(self, what: str) -> None:
         """Take the lock or raise InstanceLocked naming the holder."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_private(self.path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -21,11 +21,17 @@ from picobridge.cli.common import CliError, no_platform, open_store
 from picobridge.cli.instance import InstanceLock, InstanceLocked
 from picobridge.cli.parser import build_parser
 from picobridge.cli.wiring import StartupError
-from picobridge.config.settings import ConfigError, Settings, load_settings, with_default_state_dir
+from picobridge.config.settings import (
+    ConfigError,
+    Settings,
+    default_config_path,
+    load_settings,
+    with_default_state_dir,
+)
 from picobridge.ops.logs import RedactingFormatter, setup_logging
 
 if TYPE_CHECKING:
-    from picobridge.agent.pool import WorkerPool
+    from picobridge.agent.agents import AgentSet
     from picobridge.store import Store
 
 log = logging.getLogger("picobridge.cli")
@@ -125,6 +131,10 @@ def _dispatch(invocation: Invocation) -> int:
 
         handler = admin.sessions if command == "sessions" else admin.access
         return asyncio.run(handler(settings, args, invocation.argv))
+    if command == "failed":
+        from picobridge.cli.dead_letters import failed
+
+        return asyncio.run(failed(settings, args, invocation.argv))
     runner = {"run": _run, "chat": _chat, "migrate": _migrate}[command]
     return asyncio.run(runner(settings, invocation))
 
@@ -152,7 +162,21 @@ async def _exclusive_store(settings: Settings, invocation: Invocation) -> AsyncI
 
 
 def _agent_commands(settings: Settings) -> list[list[str]]:
-    return [w.command for w in settings.agent.workers] or [settings.agent.command]
+    return [command for agent in settings.named_agents().values()
+            for command in ([w.command for w in agent.workers] or [agent.command])]
+
+
+def _refuse_exposed(settings: Settings, invocation: Invocation) -> None:
+    """Before anything starts: warn of a config file others may read, refuse one others may
+    write (or an agent program others may replace)."""
+    from picobridge.cli.exposure import exposure
+
+    config = invocation.args.config or default_config_path(os.environ)
+    found = exposure(config, invocation.secrets, _agent_commands(settings))
+    for warning in found.warnings:
+        log.warning("%s", warning)
+    if found.refusals:
+        raise CliError("refusing to start: " + "; ".join(found.refusals), exit_codes.CONFIG)
 
 
 async def _run(settings: Settings, invocation: Invocation) -> int:
@@ -160,6 +184,7 @@ async def _run(settings: Settings, invocation: Invocation) -> int:
     from picobridge.cli import wiring as daemon
     from picobridge.cli.agent_hint import missing_agent
 
+    _refuse_exposed(settings, invocation)
     adapters = build_adapters(settings)
     if not adapters:
         raise CliError(f"config error: {no_platform(settings)} (or try `picobridge chat "
@@ -176,6 +201,7 @@ async def _chat(settings: Settings, invocation: Invocation) -> int:
     from picobridge.adapters.console.adapter import CONSOLE_CHAT, ConsoleAdapter
     from picobridge.cli import wiring as daemon
 
+    _refuse_exposed(settings, invocation)
     console = ConsoleAdapter(sys.stdin.buffer, sys.stdout, sys.stderr,
                              interactive=sys.stdin.isatty())
 
@@ -189,7 +215,7 @@ async def _chat(settings: Settings, invocation: Invocation) -> int:
         return await daemon.run(settings, store, [console], finished=finished)
 
 
-async def _agent_up(pool: WorkerPool, commands: list[list[str]]) -> None:
+async def _agent_up(pool: AgentSet, commands: list[list[str]]) -> None:
     """Wait for some worker's first ready; give up when every worker failed a few starts in
     a row (or its command does not exist)."""
     from picobridge.cli.agent_hint import missing_agent

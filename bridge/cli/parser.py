@@ -138,6 +138,37 @@ def _access(commands: _Commands) -> None:
         parser.add_argument("user", help=user_help)
 
 
+def _failed(commands: _Commands) -> None:
+    failed = commands.add("failed", "list, retry or drop what failed for good", """
+        Dead letters: messages the agent could not answer (after agent's errors or three
+        lost attempts) and replies the platform refused for good. A retry puts them back: a
+        message goes to the agent again, a reply is sent again; a running daemon takes it up
+        within a second. Run it as the service's user.""", """
+        failed list
+        failed retry m12 r7
+        failed retry --all
+        failed drop --older-than 7d""")
+    actions = failed.add_subparsers(dest="action", metavar="ACTION", required=True)
+    nested = _Commands(actions, "picobridge failed")
+    nested.add("list", "what failed: id, kind, chat, when, why, first characters", """
+        Every message and reply that failed for good, oldest first. Ids start with m
+        (a message) or r (a reply).""", "list")
+    retry = nested.add("retry", "put failed messages or replies back", """
+        A message goes to the agent again, a reply is sent again.""", """
+        retry m12
+        retry --all""")
+    retry.add_argument("ids", nargs="*", metavar="ID", help="ids from `failed list`")
+    retry.add_argument("--all", action="store_true", help="every failed message and reply")
+    drop = nested.add("drop", "forget failed messages or replies", """
+        Take them off the list for good (a message stays in the database, marked dropped;
+        a reply is deleted).""", """
+        drop m12
+        drop --older-than 7d""")
+    drop.add_argument("ids", nargs="*", metavar="ID", help="ids from `failed list`")
+    drop.add_argument("--older-than", metavar="AGE",
+                      help="every one that failed longer ago than AGE (30m, 12h, 7d, 2w)")
+
+
 def _setup_commands(commands: _Commands) -> None:
     init = commands.add("init", "write a commented config file", """
         Write the commented example config (every key with its default, nothing enabled)
@@ -170,5 +201,6 @@ def build_parser() -> argparse.ArgumentParser:
     _daemon_commands(commands)
     _sessions(commands)
     _access(commands)
+    _failed(commands)
     _setup_commands(commands)
     return parser

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from picobridge import exit_codes
+from picobridge.private import private_dir
 
 
 class StateDirError(Exception):
@@ -99,6 +100,45 @@ def refuse_foreign(state_dir: Path, argv: Sequence[str]) -> None:
         f"out: run `sudo -u {name} {shlex.join(['picobridge', *argv])}`")
 
 
+def foreign_files(state_dir: Path) -> list[tuple[str, int]]:
+    """(name, owner) of what in `state_dir` belongs to another user and this one cannot write:
+    what a command run as root left in the service's folder (a database, its journal, the
+    lock). The access marker is left out: it is replaced, never written in place."""
+    if os.geteuid() == 0:
+        return []
+    found = []
+    try:
+        entries = sorted(os.scandir(state_dir), key=lambda e: e.name)
+    except OSError:
+        return []
+    for entry in entries:
+        if ".access-changed" in entry.name:
+            continue
+        try:
+            owner = entry.stat(follow_symlinks=False).st_uid
+        except OSError:
+            continue
+        need = os.W_OK | (os.X_OK if entry.is_dir(follow_symlinks=False) else 0)
+        if owner != os.geteuid() and not os.access(entry.path, need):
+            found.append((entry.name, owner))
+    return found
+
+
+def refuse_foreign_files(state_dir: Path) -> None:
+    """Name the one command that gives `state_dir` back to this user, when another user's
+    files in it would make picobridge fail on them."""
+    found = foreign_files(state_dir)
+    if not found:
+        return
+    me = _user(os.geteuid())
+    owners = sorted({_user(owner) for _, owner in found})
+    names = ", ".join(name for name, _ in found[:4]) + (", ..." if len(found) > 4 else "")
+    raise StateDirError(
+        f"state_dir {state_dir} holds files of {' and '.join(owners)} that {me} cannot write "
+        f"({names}), left by picobridge run as {owners[0]} perhaps; give them to {me} once, "
+        f"as root: `chown -R {me}: {state_dir}`")
+
+
 def prepare(state_dir: Path, argv: Sequence[str], *, create: bool, announce: bool = False) -> bool:
     """Make sure this user can use `state_dir`: True when it exists (created if `create`,
     and said so on stderr if `announce`), False when it does not and was not to be made.
@@ -110,7 +150,7 @@ def prepare(state_dir: Path, argv: Sequence[str], *, create: bool, announce: boo
         if not state_dir.exists():
             if not create:
                 return False
-            state_dir.mkdir(parents=True)
+            private_dir(state_dir)
             if announce:
                 print(f"picobridge: created state_dir {state_dir} (set state_dir to choose "
                       "another)", file=sys.stderr)
@@ -120,4 +160,5 @@ def prepare(state_dir: Path, argv: Sequence[str], *, create: bool, announce: boo
     need = os.R_OK | os.X_OK | (os.W_OK if create else 0)
     if not os.access(state_dir, need):
         raise problem(state_dir, PermissionError(13, "Permission denied"), argv)
+    refuse_foreign_files(state_dir)
     return True

@@ -16,12 +16,13 @@ from typing import Any
 
 from picobridge import exit_codes
 from picobridge.adapters.registry import allow_lists
+from picobridge.agent.agents import AgentSet, worker_name
 from picobridge.agent.filestore import OutboundFiles
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
 from picobridge.config.settings import Settings
-from picobridge.contract import Adapter
+from picobridge.contract import DEFAULT_AGENT, Adapter
 from picobridge.core.access import AccessPolicy
 from picobridge.core.choices import SessionChoices
 from picobridge.core.commands import Commands
@@ -31,8 +32,10 @@ from picobridge.core.history import History
 from picobridge.core.intake import Intake
 from picobridge.core.modes import BusyModes
 from picobridge.core.outbox import Outbox
+from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
+from picobridge.core.routes import Route, Routing
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
@@ -41,6 +44,7 @@ from picobridge.ops.listener_guard import ListenerLimits
 from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
+from picobridge.private import private_dir
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
 
@@ -63,38 +67,59 @@ class Daemon:
     store: Store
     outbox: Outbox
     router: Router
-    pool: WorkerPool
+    pool: AgentSet
     intake: Intake
     adapters: dict[str, Adapter]
     tasks: TaskSupervisor
     affinity: AffinityRecorder
     http: HttpServer | None = None
     revocations: Revocations | None = None
+    retries: Retries | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
-               on_assign: Callable[[str, str], None] | None = None) -> WorkerPool:
-    agent = settings.agent
+               on_assign: Callable[[str, str], None] | None = None,
+               agent_name: str = DEFAULT_AGENT,
+               files: OutboundFiles | None = None) -> WorkerPool:
+    """The worker pool of one named agent (workers named by agent: `w1`, `coder/w1`)."""
+    agent = settings.named_agents()[agent_name]
+    where = "agent" if agent_name == DEFAULT_AGENT else f"agents.{agent_name}"
     driver = driver_class(agent.protocol)
-    files = outbound_files(settings)
+    files = files if files is not None else outbound_files(settings)
     if agent.workers:
-        workers = [AgentWorker(w.name or f"w{i}", w.command, agent, driver, settings.state_dir,
-                               origin=f"agent.workers[{i - 1}].command", files=files)
+        workers = [AgentWorker(worker_name(agent_name, w.name or f"w{i}"), w.command, agent,
+                               driver, settings.state_dir, agent=agent_name, files=files,
+                               origin=f"{where}.workers[{i - 1}].command")
                    for i, w in enumerate(agent.workers, 1)]
         weights = {worker.name: w.weight for worker, w in zip(workers, agent.workers,
                                                               strict=True)}
     else:
-        workers = [AgentWorker(f"w{i}", agent.command, agent, driver, settings.state_dir,
+        workers = [AgentWorker(worker_name(agent_name, f"w{i}"), agent.command, agent, driver,
+                               settings.state_dir, agent=agent_name, origin=f"{where}.command",
                                files=files)
                    for i in range(1, agent.pool_size + 1)]
         weights = {}
     per_worker = min(agent.max_in_flight, driver.max_turns or agent.max_in_flight)
     if per_worker < agent.max_in_flight:
-        log.info("agent.max_in_flight %d is more than %s takes: %d turn(s) per worker",
+        log.info("%s.max_in_flight %d is more than %s takes: %d turn(s) per worker", where,
                  agent.max_in_flight, agent.protocol, per_worker)
     return WorkerPool(workers, max_in_flight=per_worker, weights=weights,
                       portable=driver.sessions_portable, assigned=assigned, on_assign=on_assign,
                       capabilities=driver.capabilities())
+
+
+def build_agents(settings: Settings, assigned: Mapping[str, str] | None = None,
+                 on_assign: Callable[[str, str], None] | None = None) -> AgentSet:
+    files = outbound_files(settings)
+    return AgentSet({name: build_pool(settings, assigned, on_assign, name, files)
+                     for name in settings.named_agents()})
+
+
+def build_routing(settings: Settings, chosen: Mapping[str, str]) -> Routing:
+    routes = [Route(r.agent, r.platform, r.bot, tuple(r.chats) if r.chats is not None else None,
+                    frozenset(r.users) if r.users is not None else None, r.kind,
+                    tuple(r.switchable)) for r in settings.routes]
+    return Routing(routes, settings.bridge.default_agent, chosen)
 
 
 class AffinityRecorder:
@@ -122,9 +147,10 @@ class AffinityRecorder:
         await asyncio.gather(*self._writes, return_exceptions=True)
 
 
-def build_commands(settings: Settings, store: Store, router: Router, pool: WorkerPool,
+def build_commands(settings: Settings, store: Store, router: Router, pool: AgentSet,
                    choices: SessionChoices) -> Commands:
-    controls = AgentControls(store, router, choices, settings.agent.models)
+    models = {name: agent.models for name, agent in settings.named_agents().items()}
+    controls = AgentControls(store, router, choices, models)
     modes = BusyModes(store, settings.bridge.busy_mode, pool.capabilities)
     router.busy_modes = modes
     handlers = {**controls.handlers(), **History(store).handlers(), **modes.handlers()}
@@ -136,7 +162,8 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     outbox = Outbox(store, by_platform)
     await store.forget_ended_assignments()
     affinity = AffinityRecorder(store)
-    pool = build_pool(settings, await store.worker_assignments(), affinity)
+    pool = build_agents(settings, await store.worker_assignments(), affinity)
+    agents = settings.named_agents()
     tasks = TaskSupervisor()
     dialogs = Dialogs(store, outbox, settings.bridge.dialog_timeout)
     choices = SessionChoices(store)
@@ -144,17 +171,20 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
                     coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs,
+                    turn_timeouts={name: a.turn_timeout for name, a in agents.items()},
                     choices=choices)
     http = HttpServer(settings.http.listen, ListenerLimits(
         settings.http.max_connections, settings.http.header_timeout,
         settings.http.body_timeout)) if settings.http.listen else None
     commands = build_commands(settings, store, router, pool, choices)
     access = AccessPolicy(store, allow_lists(settings))
-    intake = Intake(store, router, outbox, access, commands,
-                    pool, http.app if http else None, tell_after=settings.agent.restart_budget,
-                    tasks=tasks, dialogs=dialogs)
+    intake = Intake(store, router, outbox, access, commands, pool, http.app if http else None,
+                    tell_after={name: a.restart_budget for name, a in agents.items()},
+                    tasks=tasks, dialogs=dialogs,
+                    routing=build_routing(settings, await store.chosen_agents()))
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
-                  http, Revocations(store, router, access, dialogs))
+                  http, Revocations(store, router, access, dialogs),
+                  Retries(store, router, outbox))
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -162,13 +192,16 @@ def outbound_files(settings: Settings) -> OutboundFiles:
     dirs = settings.attachments.outbound_dirs
     if dirs is None:
         outbox = settings.state_dir / "outbox"
-        outbox.mkdir(parents=True, exist_ok=True)  # a folder agents may drop files into
-        dirs = [settings.agent.workdir_in(settings.state_dir), outbox]
+        private_dir(outbox)  # a folder agents may drop files into
+        dirs = [*(a.workdir_in(settings.state_dir) for a in settings.named_agents().values()),
+                outbox]
     return OutboundFiles(settings.media_dir / "outbound", dirs,
                          settings.attachments.outbound_max_bytes)
 
 
 def sources(daemon: Daemon) -> Sources:
+    agents = daemon.settings.named_agents()
+
     async def first_ready() -> None:
         waits = [asyncio.create_task(w.first_ready.wait()) for w in daemon.pool.workers]
         try:
@@ -182,8 +215,8 @@ def sources(daemon: Daemon) -> Sources:
         intake=daemon.intake.stats, outbox=daemon.outbox.stats, store=daemon.store,
         failing=daemon.tasks.failing, first_ready=first_ready,
         connections_changed=daemon.intake.connections_changed,
-        restart_budget=daemon.settings.agent.restart_budget,
-        agent_grace=agent_grace_seconds(daemon.settings.agent.ready_timeout))
+        restart_budget=max(a.restart_budget for a in agents.values()),
+        agent_grace=max(agent_grace_seconds(a.ready_timeout) for a in agents.values()))
 
 
 async def start(daemon: Daemon) -> None:
@@ -199,6 +232,8 @@ async def start(daemon: Daemon) -> None:
         daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
         if daemon.revocations is not None:
             daemon.tasks.start("access-revocations", daemon.revocations.watch)
+        if daemon.retries is not None:
+            daemon.tasks.start("operator-retries", daemon.retries.watch)
         for adapter in daemon.adapters.values():
             await adapter.start(daemon.intake)
             log.info("platform %s started", adapter.platform)

@@ -48,6 +48,13 @@ from picobridge.contract.messages import (
     SubmitResult,
     scrub_surrogates,
 )
+from picobridge.contract.names import (
+    DEFAULT_AGENT,
+    DEFAULT_BOT,
+    bot_platform,
+    split_platform,
+    valid_name,
+)
 from picobridge.contract.platform import (
     Platform,
 )
@@ -67,6 +74,8 @@ __all__ = [
     "AGENT_IMAGE_TYPES",
     "ALL_COMMANDS",
     "BRIDGE_COMMANDS",
+    "DEFAULT_AGENT",
+    "DEFAULT_BOT",
     "HEAD_BYTES",
     "OGG_OPUS",
     "Adapter",
@@ -91,6 +100,7 @@ __all__ = [
     "StorageUnavailable",
     "SubmitResult",
     "agent_image_type",
+    "bot_platform",
     "catalogue",
     "file_type",
     "listed_commands",
@@ -99,4 +109,6 @@ __all__ = [
     "scrub_surrogates",
     "sniff_file",
     "sniff_mime",
+    "split_platform",
+    "valid_name",
 ]

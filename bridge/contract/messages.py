@@ -96,6 +96,9 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     reply_to: str | None = None
     sent_at: float | None = None
+    # "private" (a one-to-one chat with the bot) or "group" (anything shared), for routes
+    # that pick an agent by kind; None when the platform cannot tell.
+    chat_kind: str | None = None
 
 
 class ReplyKind(enum.StrEnum):

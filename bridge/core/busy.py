@@ -77,7 +77,7 @@ class BusyHandling:
             self.enqueue(msg)
             return
         chosen = await self.busy_modes.of(msg.chat)
-        mode = self.busy_modes.effective(chosen)
+        mode = self.busy_modes.effective(chosen, msg.agent)
         turn = self._running(msg)  # again: the turn may have ended meanwhile
         if turn is None or mode is BusyMode.COLLECT or (msg.attachments and
                                                          mode is not BusyMode.INTERRUPT):
@@ -144,7 +144,8 @@ class BusyHandling:
             self._end_turn(turn, Outcome.REQUEUED)
             await self._progress.clear(turn.chat, Outcome.REQUEUED)
             again = turn.messages
-            if self.busy_modes is not None and self.busy_modes.keeps_aborted:
+            if again and self.busy_modes is not None \
+                    and self.busy_modes.keeps_aborted(again[0].agent):
                 # The agent has them in its history already: the next turn settles them with
                 # the new message but sends only that one.
                 again = [replace(m, text="", attachments=()) for m in again]

@@ -20,5 +20,5 @@ class CommandReply:
     files: tuple[OutboundFile, ...] = ()  # stored under state_dir already (/export)
 
 
-# A command's handler: (its argument, the chat) -> its answer.
-Handler = Callable[[str, ChatRef], Awaitable[CommandReply]]
+# A command's handler: (its argument, the chat, the chat's agent) -> its answer.
+Handler = Callable[[str, ChatRef, str], Awaitable[CommandReply]]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Awaitable, Callable
 
 from picobridge.agent.port import Capabilities, PoolStatus, WorkerState
-from picobridge.contract import ALL_COMMANDS, ChatRef, listed_commands
+from picobridge.contract import ALL_COMMANDS, DEFAULT_AGENT, ChatRef, listed_commands
 from picobridge.core.command_reply import CommandReply, Handler
 from picobridge.core.router import Router
 from picobridge.store import Store
@@ -54,27 +54,30 @@ class Commands:
         self._handlers = dict(handlers or {})
         self._status_lines = status_lines
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return self._agents.capabilities
+    def capabilities(self, agent: str) -> Capabilities:
+        return self._agents.capabilities(agent)
 
-    async def run(self, name: str, chat: ChatRef, argument: str = "") -> CommandReply:
-        caps = self._agents.capabilities
+    async def run(self, name: str, chat: ChatRef, agent: str | None = None,
+                  argument: str = "") -> CommandReply:
+        """Answer a command of `chat`, whose messages now go to `agent` (None: the agent it
+        talks to already)."""
+        agent = agent or await self._store.chat_agent(chat) or DEFAULT_AGENT
+        caps = self._agents.capabilities(agent)
         agent_command = next(c for c in ALL_COMMANDS if c.name == name).agent
         if agent_command and name not in caps.commands:
             return CommandReply(f"/{name} is not available with this agent "
                                 f"({caps.protocol}). /help lists what is.")
         handler = self._handlers.get(name)
         if handler is not None:
-            return await handler(argument, chat)
+            return await handler(argument, chat, agent)
         if name == "new":
-            session = await self._store.new_session(chat)
+            session = await self._store.new_session(chat, agent)
             return CommandReply(f"Started a new conversation. Session: `{session}` "
                                 "(the old one stays in /sessions)")
         if name == "stop":
             return CommandReply(await self._stop(chat))
         if name == "status":
-            return CommandReply(await self._status(chat))
+            return CommandReply(await self._status(chat, agent))
         if name == "start":
             return CommandReply("Hello! " + help_text(caps.commands))
         return CommandReply(help_text(caps.commands))
@@ -88,14 +91,17 @@ class Commands:
             return waiting + "Stopping the reply being worked on."
         return waiting + "A reply already being worked on still arrives."
 
-    def _agent_line(self, session: str) -> list[str]:
-        workers = self._agents.infos()
+    def _agent_line(self, session: str, agent: str) -> list[str]:
+        everyone = self._agents.infos()
+        workers = [w for w in everyone if w.agent == agent] or everyone
         name = self._agents.assigned_worker(session)
         mine = next((w for w in workers if w.name == name), None)
         if mine is None:
             # Not placed yet: any ready worker will take it; show the best of them.
             mine = next((w for w in workers if w.state is WorkerState.READY), workers[0])
         label = f"worker {mine.name} " if len(workers) > 1 else ""
+        if len({w.agent for w in everyone}) > 1:
+            label = f"{agent}, {label}"
         line = (f"Agent: {label}{mine.state.value}" + (f" (pid {mine.pid})" if mine.pid else "")
                 + (f", {mine.restarts} restarts" if mine.restarts else ""))
         if len(workers) > 1:
@@ -106,10 +112,11 @@ class Commands:
             lines.append(f"Last problem: {mine.last_error}")
         return lines
 
-    async def _status(self, chat: ChatRef) -> str:
+    async def _status(self, chat: ChatRef, agent: str | None) -> str:
         status = self._router.status(chat)
-        session = await self._store.current_session(chat)
-        lines = self._agent_line(session)
+        session = await self._store.current_session(chat, agent)
+        agent = agent or await self._store.chat_agent(chat) or DEFAULT_AGENT
+        lines = self._agent_line(session, agent)
         if status.turn_running_for is not None:
             lines.append(f"Working on your message for {status.turn_running_for:.0f}s")
         if status.queued:

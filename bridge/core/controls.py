@@ -8,7 +8,7 @@ names, by key or id); the levels offered by /think are those of the session's mo
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from picobridge.agent.port import (
     AgentUnavailable,
@@ -30,11 +30,12 @@ UNAVAILABLE = "⚠️ The agent is not available right now; try again in a momen
 
 class AgentControls:
     def __init__(self, store: Store, router: Router, choices: SessionChoices,
-                 allowed_models: Sequence[str] = ()) -> None:
+                 allowed_models: Mapping[str, Sequence[str]] | None = None) -> None:
         self._store = store
         self._router = router
         self._choices = choices
-        self._allowed = tuple(allowed_models)
+        # Per named agent: the models /model may offer (`agent.models`; empty: all).
+        self._allowed = {name: tuple(models) for name, models in (allowed_models or {}).items()}
 
     def handlers(self) -> dict[str, Handler]:
         return {"model": self.model, "think": self.think, "compact": self.compact,
@@ -49,26 +50,23 @@ class AgentControls:
 
     # -- /model ----------------------------------------------------------------------------
 
-    async def _offered(self) -> tuple[list[ModelChoice], str]:
+    async def _offered(self, agent: str) -> tuple[list[ModelChoice], str]:
         """The models offered here, and the agent's default one's key."""
-        result = await self._router.models()
-        models = [m for m in result.models if self._allows(m)]
+        result = await self._router.models(agent)
+        allowed = self._allowed.get(agent, ())
+        models = [m for m in result.models if not allowed or m.key in allowed
+                  or m.key.partition("/")[2] in allowed]
         return models, result.text
 
-    def _allows(self, model: ModelChoice) -> bool:
-        if not self._allowed:
-            return True
-        return model.key in self._allowed or model.key.partition("/")[2] in self._allowed
-
-    async def model(self, argument: str, chat: ChatRef) -> CommandReply:
+    async def model(self, argument: str, chat: ChatRef, agent: str) -> CommandReply:
         try:
-            models, default = await self._offered()
+            models, default = await self._offered(agent)
         except (AgentUnavailable, ControlFailed, TimeoutError):
             return CommandReply(UNAVAILABLE)
-        session = await self._store.current_session(chat)
+        session = await self._store.current_session(chat, agent)
         current = (await self._choices.get(session)).model or default
         if argument:
-            return CommandReply(await self._set_model(chat, argument, models))
+            return CommandReply(await self._set_model(chat, agent, argument, models))
         if not models:
             return CommandReply("The agent offers no models to choose from.")
         lines = [f"{n}. {m.name} (`{m.key}`){' ✓' if m.key == current else ''}"
@@ -76,16 +74,17 @@ class AgentControls:
         text = ("**Model**: choose one, or send /model NAME.\n\n" + "\n".join(lines))
 
         async def chosen(value: str) -> str:
-            return await self._set_model(chat, value, models)
+            return await self._set_model(chat, agent, value, models)
 
         return CommandReply(text, tuple(m.key for m in models), "Model", chosen)
 
-    async def _set_model(self, chat: ChatRef, wanted: str, models: list[ModelChoice]) -> str:
+    async def _set_model(self, chat: ChatRef, agent: str, wanted: str,
+                         models: list[ModelChoice]) -> str:
         model = find_model(models, wanted)
         if model is None:
             names = ", ".join(f"`{m.key}`" for m in models) or "none"
             return f"⚠️ No model `{wanted}` is offered here. Offered: {names}."
-        session = await self._store.current_session(chat)
+        session = await self._store.current_session(chat, agent)
         chosen = await self._choices.get(session)
         # A level the new model does not take falls back to its default.
         thinking = chosen.thinking if chosen.thinking in model.levels else None
@@ -96,17 +95,17 @@ class AgentControls:
 
     # -- /think ----------------------------------------------------------------------------
 
-    async def think(self, argument: str, chat: ChatRef) -> CommandReply:
+    async def think(self, argument: str, chat: ChatRef, agent: str) -> CommandReply:
         try:
-            models, default = await self._offered()
+            models, default = await self._offered(agent)
         except (AgentUnavailable, ControlFailed, TimeoutError):
             return CommandReply(UNAVAILABLE)
-        session = await self._store.current_session(chat)
+        session = await self._store.current_session(chat, agent)
         chosen = await self._choices.get(session)
         model = find_model(models, chosen.model or default)
         levels = model.levels if model is not None else ()
         if argument:
-            return CommandReply(await self._set_thinking(chat, argument.lower(), levels))
+            return CommandReply(await self._set_thinking(session, argument.lower(), levels))
         if len(levels) <= 1:
             return CommandReply(f"The model {model.name if model else ''} has no thinking "
                                 "levels to choose from.".replace("  ", " "))
@@ -114,31 +113,31 @@ class AgentControls:
                 f"{chosen.thinking or 'its default'}): choose one, or send /think LEVEL.")
 
         async def picked(value: str) -> str:
-            return await self._set_thinking(chat, value, levels)
+            return await self._set_thinking(session, value, levels)
 
         return CommandReply(text, levels, "Thinking", picked)
 
-    async def _set_thinking(self, chat: ChatRef, level: str, levels: Sequence[str]) -> str:
+    async def _set_thinking(self, session: str, level: str, levels: Sequence[str]) -> str:
         if level not in levels:
             offered = ", ".join(levels) or "none"
             return f"⚠️ The model takes no thinking level `{level}`. Levels: {offered}."
-        session = await self._store.current_session(chat)
         await self._choices.choose(session, thinking=level)
         return f"✓ Thinking: {level}, from your next message on."
 
     # -- /compact, /export -----------------------------------------------------------------
 
-    async def compact(self, argument: str, chat: ChatRef) -> CommandReply:
-        session = await self._store.current_session(chat)
+    async def compact(self, argument: str, chat: ChatRef, agent: str) -> CommandReply:
+        session = await self._store.current_session(chat, agent)
         try:
-            result = await self._router.control(chat, session, ControlKind.COMPACT, argument)
+            result = await self._router.control(chat, session, agent, ControlKind.COMPACT,
+                                                argument)
         except ControlFailed as exc:
             return CommandReply(f"⚠️ The agent could not compact this conversation: {exc}")
         except (AgentUnavailable, TimeoutError):
             return CommandReply(UNAVAILABLE)
         return CommandReply(f"✓ Compacted. {result.text}".strip())
 
-    async def export(self, argument: str, chat: ChatRef) -> CommandReply:
+    async def export(self, argument: str, chat: ChatRef, agent: str) -> CommandReply:
         return CommandReply("⚠️ /export is not ready yet.")
 
 

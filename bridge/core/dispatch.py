@@ -13,7 +13,7 @@ from picobridge.contract import Outcome, ProgressEvent, ProgressKind
 from picobridge.core.choices import SessionChoices
 from picobridge.core.lanes import Lanes
 from picobridge.core.progress import ProgressRelay
-from picobridge.core.turns import Turn, with_attempt
+from picobridge.core.turns import Turn, overdue, with_attempt
 from picobridge.store import Store, StoredMessage
 from picobridge.supervision import keep
 
@@ -31,6 +31,7 @@ class Dispatcher:
     _progress: ProgressRelay
     _recording: set[asyncio.Task[None]]
     _turn_timeout: float
+    _turn_timeouts: dict[str, float]
     _clock: Callable[[], float]
     _choices: SessionChoices
 
@@ -86,7 +87,8 @@ class Dispatcher:
         turns: list[Turn] = []
         skipped = []
         while (lane := self._lanes.next_waiting()) is not None:
-            worker = self._agents.place(lane.queue[0].session_id, self._busy)
+            worker = self._agents.place(lane.queue[0].session_id, self._busy,
+                                        lane.queue[0].agent)
             if worker is None:
                 skipped.append(lane)
                 continue
@@ -150,14 +152,11 @@ class Dispatcher:
             await self._store.requeue(turn.ids, refund=True)
 
     async def _timeout_loop(self) -> None:
-        period = min(1.0, self._turn_timeout / 4)
+        period = min(1.0, self._turn_timeout / 4, *(t / 4 for t in self._turn_timeouts.values()))
         while True:
             await asyncio.sleep(period)
-            now = self._clock()
-            for turn in list(self._turns.values()):
-                if turn.sent and not turn.timed_out and \
-                        now - turn.last_activity > self._turn_timeout:
-                    turn.timed_out = True
-                    turn.worker.cancel_turn(turn.session,
-                                            f"turn timeout after {self._turn_timeout:g}s "
-                                            f"(chat {turn.chat.key})")
+            for turn, limit in overdue(list(self._turns.values()), self._clock(),
+                                       self._turn_timeouts, self._turn_timeout):
+                turn.timed_out = True
+                turn.worker.cancel_turn(turn.session, f"turn timeout after {limit:g}s "
+                                                      f"(chat {turn.chat.key})")

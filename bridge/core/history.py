@@ -24,9 +24,9 @@ class History:
     def handlers(self) -> dict[str, Handler]:
         return {"sessions": self.sessions, "resume": self.resume}
 
-    async def sessions(self, argument: str, chat: ChatRef) -> CommandReply:
-        past = await self._store.past_sessions(chat, LISTED)
-        current = await self._store.current_session(chat)
+    async def sessions(self, argument: str, chat: ChatRef, agent: str) -> CommandReply:
+        past = await self._store.past_sessions(chat, agent, LISTED)
+        current = await self._store.current_session(chat, agent)
         lines = ["**Your conversations** (newest first; /resume N goes back to one):"]
         for n, session in enumerate(past, 1):
             mark = " ← current" if session.session_id == current else ""
@@ -34,9 +34,9 @@ class History:
             lines.append(f"{n}. {said}{mark}")
         return CommandReply("\n".join(lines))
 
-    async def resume(self, argument: str, chat: ChatRef) -> CommandReply:
-        past = await self._store.past_sessions(chat, LISTED)
-        current = await self._store.current_session(chat)
+    async def resume(self, argument: str, chat: ChatRef, agent: str) -> CommandReply:
+        past = await self._store.past_sessions(chat, agent, LISTED)
+        current = await self._store.current_session(chat, agent)
         earlier = [(n, s) for n, s in enumerate(past, 1) if s.session_id != current]
         if not argument:
             if not earlier:
@@ -45,14 +45,14 @@ class History:
                            for n, s in earlier)
 
             async def chosen(value: str) -> str:
-                return await self._resume(chat, value.partition(".")[0])
+                return await self._resume(chat, agent, value.partition(".")[0])
 
             return CommandReply("**Resume** which conversation? Choose one, or send /resume N."
                                 "\n\n" + "\n".join(labels), labels, "Resume", chosen)
-        return CommandReply(await self._resume(chat, argument))
+        return CommandReply(await self._resume(chat, agent, argument))
 
-    async def _resume(self, chat: ChatRef, number: str) -> str:
-        past = await self._store.past_sessions(chat, LISTED)
+    async def _resume(self, chat: ChatRef, agent: str, number: str) -> str:
+        past = await self._store.past_sessions(chat, agent, LISTED)
         if not number.strip().isdigit() or not 1 <= int(number) <= len(past):
             return f"⚠️ There is no conversation {number.strip()} in /sessions."
         session = past[int(number) - 1]

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
 from picobridge.agent.port import PoolStatus
 from picobridge.contract import (
+    DEFAULT_AGENT,
     BridgeCommand,
     ChatRef,
     DialogAnswer,
@@ -30,6 +31,7 @@ from picobridge.core.commands import Commands, parse_command
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
+from picobridge.core.routes import Routing
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
 from picobridge.store import Store
@@ -48,16 +50,20 @@ WORKING_ON_IT = "⏳ On it: the answer follows here."
 class Intake:
     def __init__(self, store: Store, router: Router, outbox: Outbox, access: AccessPolicy,
                  commands: Commands, agents: PoolStatus, app: web.Application | None = None,
-                 *, tell_after: float = float("inf"),
-                 tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None) -> None:
-        """A message arriving after no agent worker has been ready for `tell_after` seconds
-        gets a notice, once per chat and outage, so its sender knows it waits."""
+                 *, tell_after: float | Mapping[str, float] = float("inf"),
+                 tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
+                 routing: Routing | None = None) -> None:
+        """A message arriving after no worker of its agent has been ready for `tell_after`
+        seconds (per agent: its restart budget) gets a notice, once per chat and outage, so
+        its sender knows it waits. `routing` picks each message's agent."""
         self._app = app
         self._agents = agents
         self._tell_after = tell_after
-        self._outage: float | None = None
+        self._routing = routing if routing is not None else Routing([], DEFAULT_AGENT)
+        self._outage: dict[str, float] = {}  # per agent, since when it is down
         self._told: set[str] = set()
-        self._swept = False  # the chats waiting when the outage passed tell_after were told
+        # Agents whose outage passed tell_after, and the chats then waiting for them were told.
+        self._swept: set[str] = set()
         self._store = store
         self._router = router
         self._outbox = outbox
@@ -94,56 +100,70 @@ class Intake:
                     denial_text(platform, message.sender_id), ReplyKind.NOTICE,
                     message.reply_to, private_to=message.sender_id)))
             return SubmitResult.DENIED
+        agent = self._routing.agent_for(chat, message.sender_id, message.chat_kind)
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
-            return await self._command(*command, message)
+            return await self._command(*command, message, agent)
         if self._dialogs is not None and self._dialogs.asking(chat) is not None:
-            return await self._typed_answer(message)
-        stored = await self._store.record_inbound(message)
+            return await self._typed_answer(message, agent)
+        stored = await self._store.record_inbound(message, agent)
         if stored is None:
             bump(self._duplicates, platform)
             log.info("duplicate ignored platform=%s id=%s", platform, message.platform_message_id)
             return SubmitResult.DUPLICATE
         bump(self._received, platform)
-        log.debug("received platform=%s chat=%s id=%s session=%s", platform, chat.key,
-                  message.platform_message_id, stored.session_id)
+        log.debug("received platform=%s chat=%s id=%s session=%s agent=%s", platform, chat.key,
+                  message.platform_message_id, stored.session_id, agent)
         await self._router.arrive(stored)
-        await self._tell_if_agent_down(message)
+        await self._tell_if_agent_down(message, agent)
         return SubmitResult.ACCEPTED
 
-    async def _tell_if_agent_down(self, message: InboundMessage) -> None:
-        since = self._outage_now()
+    async def _tell_if_agent_down(self, message: InboundMessage, agent: str) -> None:
+        since = self._outage_now(agent)
         if since is not None:
-            await self._tell(message.chat, message.reply_to, since)
+            await self._tell(message.chat, message.reply_to, since, agent)
 
-    def _outage_now(self) -> float | None:
-        """When the current outage began, once it is past `tell_after`; else None."""
-        since = self._agents.down_since()
-        if since is None or time.monotonic() - since < self._tell_after:
+    def _outage_now(self, agent: str) -> float | None:
+        """When the agent's current outage began, once it is past its `tell_after`; else
+        None."""
+        since = self._agents.down_since(agent)
+        after = self._tell_after if isinstance(self._tell_after, float | int) \
+            else self._tell_after.get(agent, float("inf"))
+        if since is None or time.monotonic() - since < after:
             return None
-        if since != self._outage or len(self._told) >= MAX_TOLD:
-            self._outage = since
+        if since != self._outage.get(agent):  # a new outage of this agent: tell them again
+            self._outage[agent] = since
+            self._told = {key for key in self._told if not key.startswith(f"{agent} ")}
+            self._swept.discard(agent)
+        if len(self._told) >= MAX_TOLD:
             self._told.clear()
-            self._swept = False
         return since
 
     async def watch_outages(self, every: float = 1.0) -> None:
-        """Once an outage passes `tell_after`, every chat with a message already waiting is
-        told too (once), not only those that write during it."""
+        """Once an agent's outage passes its `tell_after`, every chat with a message already
+        waiting for it is told too (once), not only those that write during it."""
         while True:
             await asyncio.sleep(every)
-            since = self._outage_now()
-            if since is None or self._swept:
+            down = {}
+            for agent in sorted({w.agent for w in self._agents.infos()}):
+                since = self._outage_now(agent)
+                if since is not None and agent not in self._swept:
+                    down[agent] = since
+            if not down:
                 continue
             for waiting in await self._store.waiting_chats():
-                await self._tell(waiting.chat, waiting.reply_to, since)
-            self._swept = True
+                if waiting.agent in down:
+                    await self._tell(waiting.chat, waiting.reply_to, down[waiting.agent],
+                                     waiting.agent)
+            self._swept.update(down)
 
-    async def _tell(self, chat: ChatRef, reply_to: str | None, since: float) -> None:
-        if chat.key in self._told:
+    async def _tell(self, chat: ChatRef, reply_to: str | None, since: float,
+                    agent: str) -> None:
+        told = f"{agent} {chat.key}"
+        if told in self._told:
             return
-        self._told.add(chat.key)
-        log.warning("agent down for %.0fs: telling chat=%s its message waits",
+        self._told.add(told)
+        log.warning("agent %s down for %.0fs: telling chat=%s its message waits", agent,
                     time.monotonic() - since, chat.key)
         try:
             self._outbox.deliver(await self._store.add_reply(
@@ -152,15 +172,15 @@ class Intake:
             # The message itself is stored: the platform must hear that it arrived.
             log.exception("could not store the agent-down notice chat=%s", chat.key)
 
-    async def _command(self, name: str, argument: str, message: InboundMessage
-                       ) -> SubmitResult:
+    async def _command(self, name: str, argument: str, message: InboundMessage,
+                       agent: str) -> SubmitResult:
         platform = message.chat.platform
         if await self._store.seen(platform, message.platform_message_id):
             bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
         # A command that waits for the agent (/compact, a model list while it starts) must not
         # hold up the platform's other messages: after a moment it answers in the background.
-        running = asyncio.ensure_future(self._commands.run(name, message.chat, argument))
+        running = asyncio.ensure_future(self._commands.run(name, message.chat, agent, argument))
         await asyncio.wait({running}, timeout=COMMAND_INLINE)
         if running.done():
             await self._answer_command(message, running.result(), first=True)
@@ -224,9 +244,11 @@ class Intake:
         return run
 
     def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
-        return catalogue(self._commands.capabilities.commands)
+        agent = self._routing.agent_for(chat) if chat is not None \
+            else self._routing.default_agent
+        return catalogue(self._commands.capabilities(agent).commands)
 
-    async def _typed_answer(self, message: InboundMessage) -> SubmitResult:
+    async def _typed_answer(self, message: InboundMessage, agent: str) -> SubmitResult:
         """The chat's open question takes this message as its answer, not the agent."""
         platform = message.chat.platform
         if await self._store.seen(platform, message.platform_message_id):
@@ -235,7 +257,7 @@ class Intake:
         assert self._dialogs is not None
         typed = self._dialogs.read_typed(message.chat, message.text)
         if typed is None:  # answered meanwhile (a button): an ordinary message after all
-            stored = await self._store.record_inbound(message)
+            stored = await self._store.record_inbound(message, agent)
             if stored is not None:
                 self._router.enqueue(stored)
             return SubmitResult.ACCEPTED

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict
+from collections.abc import Callable
 
 from picobridge.agent.port import Capabilities, ControlKind
 from picobridge.contract import ChatRef
@@ -53,10 +54,11 @@ def supports(caps: Capabilities, mode: BusyMode) -> bool:
 
 
 class BusyModes:
-    def __init__(self, store: Store, default: str, caps: Capabilities) -> None:
+    def __init__(self, store: Store, default: str,
+                 caps: Callable[[str], Capabilities]) -> None:
         self._store = store
         self._default = BusyMode(default)
-        self._caps = caps
+        self._caps = caps  # of a named agent
         self._cached: OrderedDict[str, BusyMode] = OrderedDict()
 
     def handlers(self) -> dict[str, Handler]:
@@ -72,12 +74,11 @@ class BusyModes:
             self._keep(chat, mode)
         return mode
 
-    @property
-    def keeps_aborted(self) -> bool:
-        return self._caps.keeps_aborted
+    def keeps_aborted(self, agent: str) -> bool:
+        return self._caps(agent).keeps_aborted
 
-    def effective(self, mode: BusyMode) -> BusyMode:
-        return mode if supports(self._caps, mode) else BusyMode.COLLECT
+    def effective(self, mode: BusyMode, agent: str) -> BusyMode:
+        return mode if supports(self._caps(agent), mode) else BusyMode.COLLECT
 
     def _keep(self, chat: ChatRef, mode: BusyMode) -> None:
         self._cached[chat.key] = mode
@@ -85,31 +86,32 @@ class BusyModes:
         while len(self._cached) > MAX_CACHED:
             self._cached.popitem(last=False)
 
-    async def command(self, argument: str, chat: ChatRef) -> CommandReply:
+    async def command(self, argument: str, chat: ChatRef, agent: str) -> CommandReply:
+        caps = self._caps(agent)
         if argument:
-            return CommandReply(await self._set(chat, argument.lower()))
+            return CommandReply(await self._set(chat, argument.lower(), caps))
         current = await self.of(chat)
         lines = [f"**Mode** (now {current.value}): messages you send while the agent works…"]
         for mode in BusyMode:
-            note = "" if supports(self._caps, mode) else \
+            note = "" if supports(caps, mode) else \
                 " (not with this agent: works as collect)"
             lines.append(f"- {mode.value}: {DESCRIBED[mode]}{note}"
                          + (" ✓" if mode is current else ""))
         lines.append("Choose one, or send /mode NAME.")
 
         async def chosen(value: str) -> str:
-            return await self._set(chat, value)
+            return await self._set(chat, value, caps)
 
         return CommandReply("\n".join(lines), tuple(m.value for m in BusyMode), "Mode",
                             chosen)
 
-    async def _set(self, chat: ChatRef, name: str) -> str:
+    async def _set(self, chat: ChatRef, name: str, caps: Capabilities) -> str:
         if name not in BusyMode.__members__.values():
             return f"⚠️ No mode `{name}`. Modes: {', '.join(m.value for m in BusyMode)}."
         mode = BusyMode(name)
         await self._store.set_busy_mode(chat, mode.value)
         self._keep(chat, mode)
-        if not supports(self._caps, mode):
-            return (f"✓ Mode: {mode.value}. This agent ({self._caps.protocol}) cannot do "
+        if not supports(caps, mode):
+            return (f"✓ Mode: {mode.value}. This agent ({caps.protocol}) cannot do "
                     f"that, so your messages work as collect: they {DESCRIBED[BusyMode.COLLECT]}.")
         return f"✓ Mode: {mode.value}: messages you send while the agent works {DESCRIBED[mode]}."

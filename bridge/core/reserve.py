@@ -16,7 +16,7 @@ from picobridge.agent.port import (
     ControlResult,
     Worker,
 )
-from picobridge.contract import ChatRef
+from picobridge.contract import DEFAULT_AGENT, ChatRef
 from picobridge.core.choices import SessionChoices
 from picobridge.core.lanes import Lanes
 
@@ -39,33 +39,34 @@ class Reservations:
                 waiter.set_result(None)
         self._freed.clear()
 
-    async def models(self) -> ControlResult:
-        """The models the agent offers, from any ready worker (no session involved); waits up
-        to agent.turn_timeout for one to be ready."""
+    async def models(self, agent: str) -> ControlResult:
+        """The models the agent offers, from any ready worker of it (no session involved);
+        waits up to agent.turn_timeout for one to be ready."""
         async with asyncio.timeout(self._turn_timeout):
             while True:
                 for worker in self._agents.workers:
-                    if worker.ready:
+                    if worker.ready and getattr(worker, "agent", DEFAULT_AGENT) == agent:
                         return await worker.control(ControlRequest(ControlKind.MODELS))
                 waiter = asyncio.get_running_loop().create_future()
                 self._freed.append(waiter)
                 await waiter
 
-    async def control(self, chat: ChatRef, session: str, kind: ControlKind,
+    async def control(self, chat: ChatRef, session: str, agent: str, kind: ControlKind,
                       argument: str = "") -> ControlResult:
-        """Run a control on the chat's session once its turn (if any) is over and its worker
-        is free; waits up to agent.turn_timeout for that."""
-        async with self._reserved(chat, session) as worker:
+        """Run a control on the chat's session (of `agent`) once its turn (if any) is over and
+        its worker is free; waits up to agent.turn_timeout for that."""
+        async with self._reserved(chat, session, agent) as worker:
             settings = await self._choices.get(session)
             return await worker.control(ControlRequest(kind, session, argument, settings))
 
     @contextlib.asynccontextmanager
-    async def _reserved(self, chat: ChatRef, session: str) -> AsyncIterator[Worker]:
+    async def _reserved(self, chat: ChatRef, session: str, agent: str
+                        ) -> AsyncIterator[Worker]:
         lane = self._lanes.lane(chat)
         async with asyncio.timeout(self._turn_timeout):
             while True:
                 if lane.turn is None and not lane.held:
-                    worker = self._agents.place(session, self._busy)
+                    worker = self._agents.place(session, self._busy, agent)
                     if worker is not None:
                         break
                 waiter = asyncio.get_running_loop().create_future()

@@ -66,6 +66,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
                  agents: AgentPool, *, turn_timeout: float, max_attempts: int, coalesce: bool,
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
                  clock: Callable[[], float] = time.monotonic,
+                 turn_timeouts: Mapping[str, float] | None = None,
                  choices: SessionChoices | None = None) -> None:
         self._store = store
         self._choices = choices if choices is not None else SessionChoices(store)
@@ -73,6 +74,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
         self._progress = ProgressRelay(adapters)
         self._agents = agents
         self._turn_timeout = turn_timeout
+        self._turn_timeouts = dict(turn_timeouts or {})  # per agent, where it differs
         self._max_attempts = max_attempts
         self._clock = clock
         self._lanes = Lanes(coalesce)

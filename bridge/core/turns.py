@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from picobridge.agent.port import Worker
@@ -49,3 +50,16 @@ class Turn:
 
 def with_attempt(msg: StoredMessage, delta: int = 1) -> StoredMessage:
     return replace(msg, attempts=msg.attempts + delta)
+
+
+def overdue(turns: Iterable[Turn], now: float, limits: Mapping[str, float],
+            default: float) -> list[tuple[Turn, float]]:
+    """Turns sent that have gone without output for longer than their agent's turn timeout
+    (`limits` per agent, else `default`), each with that timeout; not those already timed out."""
+    found = []
+    for turn in turns:
+        # (A turn between follow-ups may hold no message of its own for a moment.)
+        limit = limits.get(turn.messages[0].agent, default) if turn.messages else default
+        if turn.sent and not turn.timed_out and now - turn.last_activity > limit:
+            found.append((turn, limit))
+    return found

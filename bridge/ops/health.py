@@ -47,6 +47,7 @@ class WorkerHealth:
     # the grace, so a normal restart is fine and a crash loop is not.
     down_seconds: float = 0.0
     busy: int = 0
+    agent: str = "default"  # the named agent whose pool it is in
 
     def down_too_long(self, grace: float) -> bool:
         if self.state == READY:
@@ -114,9 +115,15 @@ def _agent_json(workers: tuple[WorkerHealth, ...]) -> dict[str, Any]:
         "last_pong": _iso(lead.last_pong) if lead else None,
         "restarts": sum(w.restarts for w in workers),
         "workers_ready": len(ready),
-        "workers": [{"name": w.name, "state": w.state, "pid": w.pid,
+        "workers": [{"name": w.name, "agent": w.agent, "state": w.state, "pid": w.pid,
                      "last_pong": _iso(w.last_pong), "restarts": w.restarts, "busy": w.busy}
                     for w in workers],
+        "agents": {name: {"state": READY if any(w.state == READY for w in mine) else
+                          mine[0].state,
+                          "workers_ready": sum(1 for w in mine if w.state == READY),
+                          "workers": len(mine)}
+                   for name in sorted({w.agent for w in workers})
+                   for mine in [[w for w in workers if w.agent == name]]},
     }
 
 
@@ -130,9 +137,14 @@ def _verdict(snap: HealthSnapshot) -> tuple[list[str], list[str]]:
     warnings: list[str] = []
     grace = snap.agent_grace_seconds
     bad = [w for w in snap.workers if w.down_too_long(grace)]
-    if snap.workers and len(bad) == len(snap.workers):
-        problems.extend(_describe(w) for w in bad)
+    agents = {w.agent for w in snap.workers}
+    down = sorted(a for a in agents if all(w in bad for w in snap.workers if w.agent == a))
+    if snap.workers and len(down) == len(agents):
+        problems.extend(_describe(w) for w in bad)  # no agent can answer anyone
     else:
+        # Some agent answers its chats: the bridge works, for some of them.
+        if len(agents) > 1:
+            warnings.extend(f"agent {a} is down: its chats wait" for a in down)
         warnings.extend(_describe(w) for w in bad)
         warnings.extend(f"worker {w.name} is {w.state}" for w in snap.workers
                         if w.state != READY and w not in bad and len(snap.workers) > 1)

@@ -95,6 +95,9 @@ class Metrics:
                                 ["worker"], registry=self.registry)
         self._worker_busy = Gauge(f"{PREFIX}worker_busy", "Turns running on the worker",
                                   ["worker"], registry=self.registry)
+        self._dead = Gauge(f"{PREFIX}dead_letters", "Messages (kind=message) and replies "
+                           "(kind=reply) that failed for good: `picobridge failed list`",
+                           ["kind"], registry=self.registry)
         self._synced: dict[str, int] = {}
         # Export zeroes for known label values: a series that appears only after the first
         # event breaks rate() and absent()-style alerts.
@@ -140,6 +143,10 @@ class Metrics:
     def set_queue(self, depth: int, in_flight: int) -> None:
         self._queue_depth.set(depth)
         self._in_flight.set(in_flight)
+
+    def set_dead_letters(self, messages: int, replies: int) -> None:
+        self._dead.labels("message").set(messages)
+        self._dead.labels("reply").set(replies)
 
     def set_outbox(self, pending: int, oldest_undelivered_age: float | None) -> None:
         self._outbox_pending.set(pending)

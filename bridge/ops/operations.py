@@ -35,6 +35,8 @@ class StoreFigures(Protocol):
 
     async def oldest_open_age(self) -> float | None: ...
 
+    async def dead_letter_counts(self) -> dict[str, int]: ...
+
 
 @dataclass(frozen=True)
 class Sources:
@@ -61,13 +63,15 @@ def platforms_up(sources: Sources) -> dict[str, bool]:
 def _worker_health(info: WorkerInfo, busy: int, now: float) -> WorkerHealth:
     down = 0.0 if info.down_since is None else max(0.0, now - info.down_since)
     return WorkerHealth(info.name, info.state.value, info.pid, info.last_pong, info.restarts,
-                        down, busy)
+                        down, busy, info.agent)
 
 
 async def snapshot(sources: Sources, metrics: Metrics) -> HealthSnapshot:
     router = sources.router()
     sync_metrics(sources, metrics, router)
     counts = await sources.store.counts()
+    dead = await sources.store.dead_letter_counts()
+    metrics.set_dead_letters(dead["message"], dead["reply"])
     now = time.monotonic()
     workers = tuple(_worker_health(w, router.busy.get(w.name, 0), now)
                     for w in sources.workers())

@@ -1,5 +1,11 @@
-"""Chats and their sessions: every chat has one current session, and keeps its old ones so
-late answers to them still find the chat."""
+"""Chats and their sessions: every chat has one current session per agent, talks to one agent
+at a time, and keeps its old sessions so late answers to them still find the chat.
+
+A session belongs to one agent: two agents never share one, `/new` ends only the current
+agent's, and switching a chat to another agent and back resumes the session it had there.
+`chats.session_id` is the current session of the chat's current agent (`chats.agent`), which
+is what the hot path reads.
+"""
 
 from __future__ import annotations
 
@@ -8,57 +14,108 @@ from datetime import UTC, datetime
 
 import aiosqlite
 
-from picobridge.contract import ChatRef
+from picobridge.contract import DEFAULT_AGENT, ChatRef
 from picobridge.store.connection import Database
 from picobridge.store.records import ChatInfo
 
 
-async def ensure_chat(db: aiosqlite.Connection, chat: ChatRef) -> str:
-    """The chat's current session, creating the chat and its first session when new; inside
-    the caller's transaction."""
-    rows = list(await db.execute_fetchall("SELECT session_id FROM chats WHERE chat_key = ?",
+async def ensure_chat(db: aiosqlite.Connection, chat: ChatRef, agent: str | None = None) -> str:
+    """The chat's current session with `agent` (None: whichever agent it talks to now),
+    creating the chat, or its first session with that agent, when new, and making that agent
+    the chat's current one; inside the caller's transaction."""
+    rows = list(await db.execute_fetchall("SELECT session_id, agent FROM chats WHERE chat_key = ?",
                                           (chat.key,)))
-    if rows:
-        return str(rows[0][0])
     now = time.time()
+    if rows:
+        if agent is None or rows[0][1] == agent:
+            return str(rows[0][0])
+        return await _switch(db, chat, agent, now)
     await db.execute(
         "INSERT INTO chats(chat_key, platform, chat_id, thread_id, session_id, created_at,"
-        " updated_at) VALUES (?, ?, ?, ?, '', ?, ?)",
-        (chat.key, chat.platform, chat.chat_id, chat.thread_id, now, now),
+        " updated_at, agent) VALUES (?, ?, ?, ?, '', ?, ?, ?)",
+        (chat.key, chat.platform, chat.chat_id, chat.thread_id, now, now,
+         agent or DEFAULT_AGENT),
     )
-    return await _start_session(db, chat, now)
+    return await _start_session(db, chat, agent or DEFAULT_AGENT, now)
 
 
-async def _start_session(db: aiosqlite.Connection, chat: ChatRef, now: float) -> str:
-    # Readable by an operator: the chat it belongs to and when it began.
+async def _switch(db: aiosqlite.Connection, chat: ChatRef, agent: str, now: float) -> str:
+    """Make `agent` the chat's current one, resuming the session it had with it."""
+    rows = list(await db.execute_fetchall(
+        "SELECT session_id FROM sessions WHERE chat_key = ? AND agent = ? AND ended_at IS NULL"
+        " ORDER BY created_at DESC, rowid DESC LIMIT 1", (chat.key, agent)))
+    if not rows:
+        return await _start_session(db, chat, agent, now)
+    session_id = str(rows[0][0])
+    await db.execute("UPDATE chats SET session_id = ?, agent = ?, updated_at = ?"
+                     " WHERE chat_key = ?", (session_id, agent, now, chat.key))
+    return session_id
+
+
+async def _start_session(db: aiosqlite.Connection, chat: ChatRef, agent: str,
+                         now: float) -> str:
+    # Readable by an operator: the chat it belongs to, its agent (unless the default one, as
+    # before there were several) and when it began.
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S")
-    base = f"{chat.session_stem()}.{stamp}"
+    stem = chat.session_stem() if agent == DEFAULT_AGENT else f"{chat.session_stem()}.{agent}"
+    base = f"{stem}.{stamp}"
     session_id, n = base, 1
     while list(await db.execute_fetchall("SELECT 1 FROM sessions WHERE session_id = ?",
                                          (session_id,))):
         n += 1
         session_id = f"{base}-{n}"
-    await db.execute("UPDATE sessions SET ended_at = ? WHERE chat_key = ? AND ended_at IS NULL",
-                     (now, chat.key))
-    await db.execute("INSERT INTO sessions(session_id, chat_key, created_at) VALUES (?, ?, ?)",
-                     (session_id, chat.key, now))
-    await db.execute("UPDATE chats SET session_id = ?, updated_at = ? WHERE chat_key = ?",
-                     (session_id, now, chat.key))
+    await db.execute("UPDATE sessions SET ended_at = ? WHERE chat_key = ? AND agent = ?"
+                     " AND ended_at IS NULL", (now, chat.key, agent))
+    await db.execute("INSERT INTO sessions(session_id, chat_key, created_at, agent)"
+                     " VALUES (?, ?, ?, ?)", (session_id, chat.key, now, agent))
+    await db.execute("UPDATE chats SET session_id = ?, agent = ?, updated_at = ?"
+                     " WHERE chat_key = ?", (session_id, agent, now, chat.key))
     return session_id
 
 
 class ChatTables(Database):
-    async def current_session(self, chat: ChatRef) -> str:
-        row = await self._one("SELECT session_id FROM chats WHERE chat_key = ?", (chat.key,))
-        if row:
+    async def current_session(self, chat: ChatRef, agent: str | None = None) -> str:
+        """The chat's current session with `agent` (None: the agent it talks to now); asking
+        for another agent makes that one the chat's current agent."""
+        row = await self._one("SELECT session_id, agent FROM chats WHERE chat_key = ?",
+                              (chat.key,))
+        if row and (agent is None or row[1] == agent):
             return str(row[0])
         async with self._tx() as db:
-            return await ensure_chat(db, chat)
+            return await ensure_chat(db, chat, agent)
 
-    async def new_session(self, chat: ChatRef) -> str:
+    async def new_session(self, chat: ChatRef, agent: str | None = None) -> str:
+        """A fresh session with `agent` (None: the agent the chat talks to now); the chat's
+        sessions with other agents are kept."""
         async with self._tx() as db:
-            await ensure_chat(db, chat)
-            return await _start_session(db, chat, time.time())
+            await ensure_chat(db, chat, agent)
+            rows = list(await db.execute_fetchall(
+                "SELECT agent FROM chats WHERE chat_key = ?", (chat.key,)))
+            return await _start_session(db, chat, str(rows[0][0]), time.time())
+
+    async def chat_agent(self, chat: ChatRef) -> str | None:
+        """The agent the chat talks to now (None for a chat never seen)."""
+        row = await self._one("SELECT agent FROM chats WHERE chat_key = ?", (chat.key,))
+        return str(row[0]) if row else None
+
+    async def session_agent(self, session_id: str) -> str | None:
+        row = await self._one("SELECT agent FROM sessions WHERE session_id = ?", (session_id,))
+        return str(row[0]) if row else None
+
+    async def chosen_agents(self) -> dict[str, str]:
+        """Chat key -> the agent a person chose there with /agent."""
+        rows = await self._all("SELECT chat_key, chosen_agent FROM chats"
+                               " WHERE chosen_agent IS NOT NULL")
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    async def choose_agent(self, chat: ChatRef, agent: str | None) -> str:
+        """Record the agent chosen in the chat (None: back to the routes) and switch the chat
+        to it, resuming its session there; returns that session."""
+        async with self._tx() as db:
+            session = await ensure_chat(db, chat, agent)
+            await db.execute("UPDATE chats SET chosen_agent = ? WHERE chat_key = ?",
+                             (agent, chat.key))
+            return session
 
     async def chat_for_session(self, session_id: str) -> ChatRef | None:
         row = await self._one(
@@ -75,11 +132,11 @@ class ChatTables(Database):
         rows = await self._all(
             "SELECT c.platform, c.chat_id, c.thread_id, c.session_id, c.created_at, c.updated_at,"
             " (SELECT COUNT(*) FROM inbound i WHERE i.chat_key = c.chat_key"
-            "  AND i.status IN ('received', 'dispatched'))"
+            "  AND i.status IN ('received', 'dispatched')), c.agent"
             " FROM chats c WHERE (? IS NULL OR c.platform = ?) ORDER BY c.updated_at DESC",
             (platform, platform),
         )
-        return [ChatInfo(ChatRef(r[0], r[1], r[2]), r[3], r[4], r[5], r[6]) for r in rows]
+        return [ChatInfo(ChatRef(r[0], r[1], r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
 
     async def find_chat(self, key_or_session: str) -> ChatRef | None:
         row = await self._one("SELECT platform, chat_id, thread_id FROM chats WHERE chat_key = ?",
@@ -93,3 +150,9 @@ class ChatTables(Database):
             "SELECT session_id, created_at, ended_at FROM sessions WHERE chat_key = ?"
             " ORDER BY created_at, rowid", (chat.key,))
         return [(r[0], r[1], r[2]) for r in rows]
+
+    async def session_agents(self, chat: ChatRef) -> dict[str, str]:
+        """Session id -> its agent, of every session the chat has had."""
+        rows = await self._all("SELECT session_id, agent FROM sessions WHERE chat_key = ?",
+                               (chat.key,))
+        return {str(r[0]): str(r[1]) for r in rows}

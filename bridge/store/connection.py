@@ -11,6 +11,7 @@ to one sync per batch.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
+from picobridge.private import open_private, private_dir
 from picobridge.store.batching import Coalescer
 from picobridge.store.schema import (
     SchemaError,
@@ -40,9 +42,14 @@ def _prepare(path: Path) -> None:
     if path.is_dir():
         raise StoreError(f"cannot open database {path}: it is a directory")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
     except OSError as exc:
         raise StoreError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+    try:
+        # Created here, not by SQLite (0644): its -wal and -shm files take this file's mode.
+        os.close(open_private(path, os.O_RDWR))
+    except OSError as exc:
+        raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from None
 
 
 async def _must_be_writable(db: aiosqlite.Connection, path: Path) -> None:

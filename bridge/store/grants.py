@@ -8,6 +8,7 @@ from pathlib import Path
 
 import aiosqlite
 
+from picobridge.private import open_private
 from picobridge.store.connection import Database
 
 
@@ -42,7 +43,7 @@ class GrantTable(Database):
         # Two changes within the file system's timestamp granularity must still differ.
         stamp = max(time.time_ns(), self.access_stamp() + 1)
         fresh = marker.with_name(f"{marker.name}.{os.getpid()}")
-        fresh.touch()
+        os.close(open_private(fresh, os.O_WRONLY))
         os.utime(fresh, ns=(stamp, stamp))
         os.replace(fresh, marker)
 

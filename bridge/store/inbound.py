@@ -10,7 +10,14 @@ from typing import Any
 
 import aiosqlite
 
-from picobridge.contract import Attachment, ChatRef, InboundMessage, OutgoingReply, ReplyKind
+from picobridge.contract import (
+    DEFAULT_AGENT,
+    Attachment,
+    ChatRef,
+    InboundMessage,
+    OutgoingReply,
+    ReplyKind,
+)
 from picobridge.store.chats import ensure_chat
 from picobridge.store.connection import Database, batch_fields
 from picobridge.store.records import StoredMessage, StoredReply, clean, clean_inbound
@@ -33,8 +40,10 @@ class InboundTable(Database):
         # behind one such wait each.
         self._mark_dispatched = self._coalesce(self._mark_dispatched_batch, "dispatched")
 
-    async def record_inbound(self, msg: InboundMessage) -> StoredMessage | None:
-        """Commit a new message to the chat's current session; None when it is a duplicate."""
+    async def record_inbound(self, msg: InboundMessage,
+                             agent: str = DEFAULT_AGENT) -> StoredMessage | None:
+        """Commit a new message to the chat's current session with `agent` (which becomes the
+        chat's current agent); None when it is a duplicate."""
         now = time.time()
         msg = clean_inbound(msg)
         # ASCII: a lone surrogate in a file's name or text stays a JSON escape, not a str
@@ -44,12 +53,12 @@ class InboundTable(Database):
                   msg.text, attachments, msg.reply_to, now, now)
         # A known chat (the common case) is written together with other messages arriving
         # at the same moment; a new chat or a duplicate takes the slow path.
-        inserted = await self._insert_known((*values, msg.chat.key))
+        inserted = await self._insert_known((*values, msg.chat.key, agent))
         if inserted is None:
             async with self._tx() as db:
                 if await _seen(db, msg.chat.platform, msg.platform_message_id):
                     return None
-                session_id = await ensure_chat(db, msg.chat)
+                session_id = await ensure_chat(db, msg.chat, agent)
                 rows = list(await db.execute_fetchall(
                     "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
                     " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
@@ -59,18 +68,20 @@ class InboundTable(Database):
         row_id, session_id = inserted
         return StoredMessage(row_id, msg.platform_message_id, msg.chat, session_id, msg.sender_id,
                              msg.text, msg.attachments, msg.reply_to, "received", 0, now,
-                             msg.sent_at)
+                             msg.sent_at, agent)
 
     async def _insert_known_batch(
         self, batch: Sequence[tuple[Any, ...]],
     ) -> list[tuple[int, str] | None]:
-        """Insert messages of known chats in one statement; None for a new chat or a message
-        already stored (also when the same message is twice in the batch)."""
+        """Insert messages of known chats talking to the message's agent in one statement;
+        None for a new chat, a chat switching agent or a message already stored (also when the
+        same message is twice in the batch)."""
         rows = await self._all(
             "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
             " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
             f" SELECT {batch_fields(9)}, c.chat_key, c.session_id FROM json_each(?) m"
             " JOIN chats c ON c.chat_key = json_extract(m.value, '$[9]')"
+            " AND c.agent = json_extract(m.value, '$[10]')"
             " WHERE true ORDER BY m.key"  # in arrival order: a chat's ids follow its messages
             " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
             " RETURNING id, platform, platform_msg_id, session_id",
@@ -161,12 +172,15 @@ class InboundTable(Database):
     async def _open_rows(self, where: str, params: Sequence[Any]) -> list[StoredMessage]:
         rows = await self._all(
             "SELECT i.id, i.platform_msg_id, c.platform, c.chat_id, c.thread_id, i.session_id,"
-            " i.sender_id, i.text, i.attachments, i.reply_to, i.status, i.attempts, i.received_at"
+            " i.sender_id, i.text, i.attachments, i.reply_to, i.status, i.attempts, i.received_at,"
+            " COALESCE(s.agent, ?)"
             " FROM inbound i JOIN chats c ON c.chat_key = i.chat_key"
-            f" WHERE i.status IN ('received', 'dispatched') {where} ORDER BY i.id", params)
+            " LEFT JOIN sessions s ON s.session_id = i.session_id"
+            f" WHERE i.status IN ('received', 'dispatched') {where} ORDER BY i.id",
+            (DEFAULT_AGENT, *params))
         return [
             StoredMessage(r[0], r[1], ChatRef(r[2], r[3], r[4]), r[5], r[6], r[7],
                           tuple(Attachment.from_json(a) for a in json.loads(r[8])), r[9], r[10],
-                          r[11], r[12])
+                          r[11], r[12], None, r[13])
             for r in rows
         ]

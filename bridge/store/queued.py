@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from picobridge.contract import ChatRef
+from picobridge.contract import DEFAULT_AGENT, ChatRef
 from picobridge.store.connection import Database
 
 
@@ -15,6 +15,7 @@ from picobridge.store.connection import Database
 class WaitingChat:
     chat: ChatRef
     reply_to: str | None  # what a reply to its oldest waiting message refers to
+    agent: str = DEFAULT_AGENT  # whose answer it waits for
 
 
 # Why a denied sender's queued message was not sent (its row's error).
@@ -25,12 +26,13 @@ class QueuedTable(Database):
     async def waiting_chats(self) -> list[WaitingChat]:
         """Chats with a message not yet answered, oldest first."""
         rows = await self._all(
-            "SELECT c.platform, c.chat_id, c.thread_id, i.reply_to"
+            "SELECT c.platform, c.chat_id, c.thread_id, i.reply_to, COALESCE(s.agent, ?)"
             " FROM inbound i JOIN chats c ON c.chat_key = i.chat_key"
+            " LEFT JOIN sessions s ON s.session_id = i.session_id"
             " WHERE i.id IN (SELECT min(id) FROM inbound"
             "   WHERE status IN ('received', 'dispatched') GROUP BY chat_key)"
-            " ORDER BY i.id")
-        return [WaitingChat(ChatRef(r[0], r[1], r[2]), r[3]) for r in rows]
+            " ORDER BY i.id", (DEFAULT_AGENT,))
+        return [WaitingChat(ChatRef(r[0], r[1], r[2]), r[3], r[4]) for r in rows]
 
     async def hold_back(self, platform: str, sender_id: str, reason: str) -> int:
         """Mark a sender's messages that have not reached the agent as dropped, with why;

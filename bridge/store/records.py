@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from picobridge.contract import (
+    DEFAULT_AGENT,
     Attachment,
     ChatRef,
     InboundMessage,
@@ -31,6 +32,7 @@ class StoredMessage:
     attempts: int
     received_at: float
     sent_at: float | None = None  # see InboundMessage.sent_at; not kept in the database
+    agent: str = DEFAULT_AGENT  # the agent its session belongs to
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ class ChatInfo:
     created_at: float
     updated_at: float
     open_messages: int
+    agent: str = DEFAULT_AGENT  # the agent the chat talks to now
 
 
 def clean(text: str) -> str:

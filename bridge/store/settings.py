@@ -57,33 +57,35 @@ class SettingsTables(Database):
             " ON CONFLICT(chat_key) DO UPDATE SET busy_mode = excluded.busy_mode,"
             " updated_at = excluded.updated_at", (chat.key, mode, time.time()))
 
-    async def past_sessions(self, chat: ChatRef, limit: int) -> list[PastSession]:
-        """The chat's last `limit` conversations, newest first (the current one included)."""
+    async def past_sessions(self, chat: ChatRef, agent: str, limit: int) -> list[PastSession]:
+        """The chat's last `limit` conversations with `agent`, newest first (the current one
+        included)."""
         rows = await self._all(
             "SELECT s.session_id, s.created_at,"
             " (SELECT i.text FROM inbound i LEFT JOIN outbox o ON o.id = i.outbox_id"
             f"   WHERE i.session_id = s.session_id AND {_TO_AGENT} ORDER BY i.id LIMIT 1),"
             " (SELECT COUNT(*) FROM inbound i LEFT JOIN outbox o ON o.id = i.outbox_id"
             f"   WHERE i.session_id = s.session_id AND {_TO_AGENT} AND i.status != 'dropped')"
-            " FROM sessions s WHERE s.chat_key = ? ORDER BY s.created_at DESC, s.rowid DESC"
-            " LIMIT ?", (chat.key, limit))
+            " FROM sessions s WHERE s.chat_key = ? AND s.agent = ?"
+            " ORDER BY s.created_at DESC, s.rowid DESC LIMIT ?", (chat.key, agent, limit))
         return [PastSession(str(r[0]), float(r[1]), str(r[2] or ""), int(r[3])) for r in rows]
 
     async def resume_session(self, chat: ChatRef, session_id: str) -> bool:
-        """Make one of the chat's sessions its current one again; False when it is not one
-        of this chat's."""
+        """Make one of the chat's sessions its current one (with its agent) again; False when
+        it is not one of this chat's."""
         now = time.time()
         async with self._tx() as db:
             rows = list(await db.execute_fetchall(
-                "SELECT 1 FROM sessions WHERE session_id = ? AND chat_key = ?",
+                "SELECT agent FROM sessions WHERE session_id = ? AND chat_key = ?",
                 (session_id, chat.key)))
             if not rows:
                 return False
-            await db.execute("UPDATE sessions SET ended_at = ? WHERE chat_key = ?"
+            agent = str(rows[0][0])
+            await db.execute("UPDATE sessions SET ended_at = ? WHERE chat_key = ? AND agent = ?"
                              " AND ended_at IS NULL AND session_id != ?",
-                             (now, chat.key, session_id))
+                             (now, chat.key, agent, session_id))
             await db.execute("UPDATE sessions SET ended_at = NULL WHERE session_id = ?",
                              (session_id,))
-            await db.execute("UPDATE chats SET session_id = ?, updated_at = ? WHERE chat_key = ?",
-                             (session_id, now, chat.key))
+            await db.execute("UPDATE chats SET session_id = ?, agent = ?, updated_at = ?"
+                             " WHERE chat_key = ?", (session_id, agent, now, chat.key))
         return True

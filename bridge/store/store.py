@@ -13,6 +13,7 @@ from picobridge.store.affinity import AffinityTable
 from picobridge.store.chats import ChatTables
 from picobridge.store.connection import Database
 from picobridge.store.cursors import CursorTable
+from picobridge.store.dead_letters import DeadLetterTable
 from picobridge.store.figures import Figures
 from picobridge.store.grants import GrantTable
 from picobridge.store.inbound import InboundTable
@@ -22,5 +23,5 @@ from picobridge.store.settings import SettingsTables
 
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
-            SettingsTables, Figures, QueuedTable, Database):
+            SettingsTables, Figures, QueuedTable, DeadLetterTable, Database):
     pass

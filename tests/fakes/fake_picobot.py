@@ -7,7 +7,8 @@ crashes, hangs, junk output, huge lines and odd Unicode without a real model.
 Run: ``python fake_picobot.py --state DIR [flags]``.  Flags: ``--no-ready``,
 ``--crash-on-start``, ``--ready-once``, ``--ready-delay=SECONDS``,
 ``--ignore-pings-while-busy``, ``--instant``, ``--journal``, ``--startup-stderr``,
-``--progress-session``, ``--delta-chars=N`` (stream every answer as text_deltas of N characters,
+``--progress-session``, ``--name=NAME`` (answers begin with ``[NAME]``, for tests of several
+named agents), ``--delta-chars=N`` (stream every answer as text_deltas of N characters,
 many per write, as a fast model does; by default an answer streams in three deltas).
 
 Directives are whole words in a message's (attachment-expanded) content: ``#crash``,
@@ -425,12 +426,14 @@ class FakeAgent:
         huge = number_arg(content, "huge")
         if RECALL_PHRASE in content.lower():
             reply = f"You said: {history[-1]}" if history else "You have not said anything yet."
+            reply = f"[{self.args.name}] {reply}" if self.args.name else reply
         elif huge is not None:
             size = int(huge)
             body = "x" * max(0, size - len("HUGE:") - len(":END"))
             reply = f"HUGE:{body}:END" if size >= 9 else "x" * size
         else:
             reply = f"echo: {content}"
+            reply = f"[{self.args.name}] {reply}" if self.args.name else reply
         unicode_mode = has_flag(content, "unicode")
         if unicode_mode:
             reply += UNICODE_SUFFIX
@@ -491,6 +494,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--journal", action="store_true", help="keep the journal in --instant")
     parser.add_argument("--startup-stderr", action="store_true")
     parser.add_argument("--progress-session", action="store_true")
+    parser.add_argument("--name", default="", help="say who answers: '[NAME] echo: ...'")
     parser.add_argument("--delta-chars", type=int, default=0, metavar="N",
                         help="stream answers as text_deltas of N characters (0: three deltas)")
     return parser.parse_args(argv)

@@ -17,6 +17,9 @@ class Figures:
     async def oldest_open_age(self) -> float | None:
         return None
 
+    async def dead_letter_counts(self) -> dict[str, int]:
+        return {"message": 0, "reply": 0}
+
 
 def worker(name: str = "w1", state: WorkerState = WorkerState.READY,
            down_since: float | None = None) -> WorkerInfo:

@@ -57,12 +57,33 @@ def final() -> list[tuple[str, str]]:
     return dockerfile_stages()[-1]
 
 
-def test_multi_stage_on_python_311_slim() -> None:
+def test_multi_stage_on_one_pinned_python_311_slim() -> None:
     stages = dockerfile_stages()
     assert len(stages) >= 2
-    for stage in stages:
-        assert instructions(stage, "FROM")[0].split()[0] == "python:3.11-slim"
+    bases = {instructions(stage, "FROM")[0].split()[0] for stage in stages}
+    assert len(bases) == 1, bases
+    # An exact release (3.11.N on a named Debian) or a digest, never a moving tag.
+    (base,) = bases
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base), base
     assert any("pip wheel" in run for run in instructions(stages[0], "RUN"))
+
+
+def test_a_code_change_rebuilds_only_the_last_runtime_layer(
+        final: list[tuple[str, str]]) -> None:
+    """What changes least first: tini and the user, then the dependencies' wheels (a folder
+    of the build stage that only pyproject.toml and the constraints change), then picobridge."""
+    runs = instructions(final, "RUN")
+    installs = [n for n, run in enumerate(runs) if "pip install" in run]
+    assert len(installs) == 2 and installs[-1] == len(runs) - 1
+    apt = next(n for n, run in enumerate(runs) if "apt-get install" in run)
+    user = next(n for n, run in enumerate(runs) if "useradd" in run)
+    deps, app = (runs[n] for n in installs)
+    assert max(apt, user) < installs[0]
+    assert "source=/deps" in deps and "-r /deps/requirements.txt" in deps
+    assert "source=/app" in app and "--no-deps" in app
+    build = dockerfile_stages()[0]
+    wheels = [run for i, run in build if i == "RUN" and "pip wheel" in run]
+    assert "--wheel-dir /deps" in wheels[0] and "--wheel-dir /app" in wheels[-1]
 
 
 def test_final_stage_installs_the_wheels_not_the_source(final: list[tuple[str, str]]) -> None:
@@ -142,7 +163,7 @@ def test_dockerignore_keeps_secrets_and_state_out_but_the_package_in() -> None:
         for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
         if line.strip() and not line.startswith("#")
     }
-    assert {".git", "*.db", "*.env"} <= patterns
+    assert {".git", "*.db", "*.env", "**/picobridge.toml"} <= patterns
     needed = {"pyproject.toml", "README.md", "LICENSE", "adapters", "bridge", "config",
               "migrations"}
     assert not needed & patterns

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from picobridge.agent.port import DialogRequest, WorkerInfo
+from picobridge.agent.port import Capabilities, DialogRequest, WorkerInfo
 from picobridge.contract import (
     ChatRef,
     DialogAnswer,
@@ -67,10 +67,11 @@ class Up:
     def infos(self) -> list[WorkerInfo]:
         return []
 
-    def down_since(self) -> float | None:
+    def down_since(self, agent: str | None = None) -> float | None:
         return None
 
-    capabilities = NO_CAPABILITIES
+    def capabilities(self, agent: str) -> Capabilities:
+        return NO_CAPABILITIES
 
     def assigned_worker(self, session: str) -> str | None:
         return None

@@ -148,8 +148,9 @@ async def test_healthz_ok_body(client: Client) -> None:
             "last_pong": "2023-11-14T22:13:20+00:00",
             "restarts": 2,
             "workers_ready": 1,
-            "workers": [{"name": "w1", "state": "ready", "pid": 4321,
+            "workers": [{"name": "w1", "agent": "default", "state": "ready", "pid": 4321,
                          "last_pong": "2023-11-14T22:13:20+00:00", "restarts": 2, "busy": 1}],
+            "agents": {"default": {"state": "ready", "workers_ready": 1, "workers": 1}},
         },
         "platforms": {"slack": "connected", "telegram": "connected"},
         "queue_depth": 3,
@@ -175,8 +176,11 @@ async def test_healthz_nulls_before_the_first_pong(client: Client) -> None:
     body = await (await (await client(fixed(snap))).get("/healthz")).json()
     assert body["agent"] == {"state": "starting", "pid": None, "last_pong": None, "restarts": 2,
                              "workers_ready": 0,
-                             "workers": [{"name": "w1", "state": "starting", "pid": None,
-                                          "last_pong": None, "restarts": 2, "busy": 0}]}
+                             "workers": [{"name": "w1", "agent": "default", "state": "starting",
+                                          "pid": None, "last_pong": None, "restarts": 2,
+                                          "busy": 0}],
+                             "agents": {"default": {"state": "starting", "workers_ready": 0,
+                                                    "workers": 1}}}
     assert body["oldest_undelivered_age_seconds"] is None
     assert body["status"] == "ok"
 

@@ -107,7 +107,8 @@ class ScriptedAgent:
     def workers(self) -> list[ScriptedAgent]:
         return [self]
 
-    def place(self, session: str, busy: Mapping[str, int]) -> ScriptedAgent | None:
+    def place(self, session: str, busy: Mapping[str, int],
+              agent: str = "default") -> ScriptedAgent | None:
         return self if self.ready and busy.get(self.name, 0) < self.max_in_flight else None
 
     # Worker
@@ -346,10 +347,11 @@ async def test_a_long_agent_outage_is_told_once_per_chat_and_outage(rig: Rig) ->
         def infos(self) -> list[WorkerInfo]:
             return []
 
-        def down_since(self) -> float | None:
+        def down_since(self, agent: str | None = None) -> float | None:
             return down_since[0]
 
-        capabilities = NO_CAPABILITIES
+        def capabilities(self, agent: str) -> Capabilities:
+            return NO_CAPABILITIES
 
         def assigned_worker(self, session: str) -> str | None:
             return None
