@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from picobridge.contract import Adapter, Platform
-
 if TYPE_CHECKING:
     from picobridge.config.settings import Settings
+    from picobridge.contract import Adapter, Platform
 
+# The command line's parser reads these names for every command, `--help` included: this
+# module imports no platform (and not the contract) until a platform is asked for.
 PLATFORMS: dict[str, str] = {
     "telegram": "picobridge.adapters.telegram.platform:TelegramPlatform",
     "slack": "picobridge.adapters.slack.platform:SlackPlatform",
@@ -24,7 +25,13 @@ PLATFORMS: dict[str, str] = {
 }
 
 
+# `picobridge chat`'s chats (adapters/console), which is not a registered platform.
+CONSOLE = "console"
+
+
 def platform(name: str) -> Platform:
+    from picobridge.contract import Platform
+
     module_name, _, class_name = PLATFORMS[name].partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     if not (isinstance(cls, type) and issubclass(cls, Platform)):

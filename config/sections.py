@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -114,6 +115,14 @@ class BridgeSettings(Section):
     busy_mode: Literal["collect", "steer", "followup", "interrupt"] = "collect"
 
 
+class LimitsSettings(Section):
+    # Per user, across all their chats; 0 = no limit.
+    messages_per_hour: NonNegativeInt = 0
+    messages_per_day: NonNegativeInt = 0
+    # Users never limited, named "platform:user_id" as `picobridge access` names them.
+    exempt_users: list[str] = Field(default_factory=list)
+
+
 class AttachmentSettings(Section):
     inline_max_bytes: PositiveInt = 256 * 1024
     max_bytes: PositiveInt = 20 * 1024 * 1024
@@ -125,6 +134,56 @@ class AttachmentSettings(Section):
     outbound_dirs: list[Path] | None = None
     # A file an agent sends that is larger is not sent (a note says so).
     outbound_max_bytes: PositiveInt = 50 * 1024 * 1024
+
+
+# The speech services' keys may come from systemd credentials like the platforms' tokens.
+VOICE_CREDENTIALS = {"voice_transcribe_api_key": ("voice", "transcribe_api_key"),
+                     "voice_tts_api_key": ("voice", "tts_api_key")}
+
+
+class VoiceSettings(Section):
+    """Voice messages: transcribed for the agent, and answers spoken back (`[voice]`)."""
+
+    # argv with "{path}" for the audio file; its stdout is the transcript (whisper.cpp's CLI).
+    transcribe_command: list[str] | None = Field(default=None, min_length=1)
+    # An OpenAI-compatible /v1/audio/transcriptions endpoint (the whole URL).
+    transcribe_url: str | None = None
+    transcribe_api_key: SecretStr | None = None
+    transcribe_model: str = "whisper-1"
+    # argv with "{in}" (a UTF-8 text file) and "{out}" (the audio file it writes).
+    tts_command: list[str] | None = Field(default=None, min_length=1)
+    # An OpenAI-compatible /v1/audio/speech endpoint (the whole URL); asked for Ogg/Opus.
+    tts_url: str | None = None
+    tts_api_key: SecretStr | None = None
+    tts_model: str = "tts-1"
+    tts_voice: str = "alloy"
+    # When an answer is also sent as a voice note: never, to_voice (answering a voice
+    # message), always. It needs tts_command or tts_url.
+    reply: Literal["never", "to_voice", "always"] = "never"
+    # Seconds one transcription or one spoken answer may take; then it goes without.
+    timeout: PositiveFloat = 60.0
+
+    @field_validator("transcribe_api_key", "tts_api_key", mode="after")
+    @classmethod
+    def _clean(cls, value: SecretStr | None, info: Any) -> SecretStr | None:
+        return clean_secret(value, f"voice.{info.field_name}")
+
+    @model_validator(mode="after")
+    def _speaks_when_asked(self) -> VoiceSettings:
+        # With both a command and a URL set, the command is used (core/speech.py).
+        if self.reply != "never" and not (self.tts_command or self.tts_url):
+            raise ValueError(f"voice.reply = {self.reply!r} needs tts_command or tts_url")
+        return self
+
+    def secrets(self) -> list[str]:
+        return [key.get_secret_value() for key in (self.transcribe_api_key, self.tts_api_key)
+                if key is not None]
+
+
+class StoreSettings(Section):
+    # Seconds a write waits for another process's lock on the database (a backup, a second
+    # tool) before the store counts as refusing writes and the outage handling takes over.
+    busy_timeout: PositiveFloat = 5.0
 
 
 class HttpSettings(Section):

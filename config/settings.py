@@ -2,8 +2,7 @@
 with secrets optionally read from systemd credentials ($CREDENTIALS_DIRECTORY).
 
 Unknown keys are errors (a misspelled key silently ignored is a bot that silently misbehaves),
-and errors never echo values, because values may be tokens.
-"""
+and errors never echo values, because values may be tokens."""
 
 from __future__ import annotations
 
@@ -28,12 +27,16 @@ from pydantic_settings import (
 from picobridge.config.agents import check_agents, named_agents
 from picobridge.config.credentials import ConfigError, CredentialsSource, credential_files
 from picobridge.config.sections import (
+    VOICE_CREDENTIALS,
     AgentSettings,
     AttachmentSettings,
     BridgeSettings,
     HttpSettings,
+    LimitsSettings,
     LogSettings,
     RouteSettings,
+    StoreSettings,
+    VoiceSettings,
 )
 from picobridge.config.shapes import shape_problems
 
@@ -69,7 +72,10 @@ class CoreSettings(BaseSettings):
     routes: list[RouteSettings] = Field(default_factory=list)
     bridge: BridgeSettings = Field(default_factory=BridgeSettings)
     attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod
@@ -85,7 +91,7 @@ class CoreSettings(BaseSettings):
         return (
             init_settings,
             env_settings,
-            CredentialsSource(settings_cls, credential_files(cls._platforms)),
+            CredentialsSource(settings_cls, credential_files(cls._platforms) | VOICE_CREDENTIALS),
             TomlConfigSettingsSource(settings_cls),
         )
 
@@ -132,8 +138,8 @@ class CoreSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value configured, for the log redaction filter."""
-        return [secret for name, platform in self._platforms.items()
-                for secret in platform.secrets(self.section(name))]
+        return [*(secret for name, platform in self._platforms.items()
+                  for secret in platform.secrets(self.section(name))), *self.voice.secrets()]
 
 
 if TYPE_CHECKING:

@@ -7,14 +7,18 @@ boundaries (stdin/stdout, exit code, stderr log)."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import fcntl
 import json
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -22,6 +26,61 @@ import tomli_w
 
 FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_picobot.py"
 REPO = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file `path` (made if missing): for what the whole test run
+    makes once (an npm install, a wheel of this checkout) while several xdist workers, or test
+    runs, may ask for it at the same moment. Check for the thing again once inside."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def needs_root(why: str) -> None:
+    """Fail, saying so, where a test cannot work without root (mounts, a second user)."""
+    if os.geteuid() != 0:
+        raise AssertionError(f"this test needs root ({why}): run the suite as root, e.g. "
+                             "`sudo scripts/test` (CI does)")
+
+
+# The folder shared by the whole test run, every xdist worker included (tests/conftest.py makes
+# it, and removes it at the end); readable by every user, for what the unprivileged user runs.
+RUN_DIR_VARIABLE = "PB_TEST_RUN_DIR"
+
+
+def run_dir() -> Path:
+    path = os.environ.get(RUN_DIR_VARIABLE)
+    if path is None:  # a helper used outside pytest: a folder for this process
+        path = os.environ[RUN_DIR_VARIABLE] = tempfile.mkdtemp(prefix="pb-test-run-")
+        os.chmod(path, 0o755)
+        atexit.register(shutil.rmtree, path, True)
+    return Path(path)
+
+
+def made_once(name: str, make: Callable[[Path], None]) -> Path:
+    """`run_dir()/name`, made by `make(path)` for whichever test asks first; the others (in
+    any worker) wait for it and reuse it. For what is costly and the same for every test: a
+    wheel of this checkout, an installed copy for another user."""
+    target = run_dir() / name
+    done = run_dir() / f"{name}.done"
+    if not done.exists():
+        with exclusive(run_dir() / f"{name}.lock"):
+            if not done.exists():
+                shutil.rmtree(target, ignore_errors=True)  # a half-made one
+                make(target)
+                done.touch()
+    return target
+
+
+# Builds of this checkout (`pip wheel .`, `pip install .`) write into its build/ folder: one at
+# a time, or two workers' builds trip over each other's files.
+BUILD_LOCK = REPO / "build" / ".tests-build.lock"
 
 
 def agent_command(state: Path, *flags: str) -> list[str]:
@@ -43,6 +102,12 @@ def base_config(tmp: Path, *agent_flags: str, **agent: Any) -> dict[str, Any]:
         },
         "log": {"level": "DEBUG"},
     }
+
+
+# For the storage-outage tests: another process's write lock on the database counts as an
+# outage after half a second instead of the default 5 s (store.busy_timeout), so they wait for
+# the daemon's reaction, not for SQLite's timer.
+SHORT_BUSY_TIMEOUT: dict[str, Any] = {"store": {"busy_timeout": 0.5}}
 
 
 def write_config(tmp: Path, config: dict[str, Any], name: str = "config.toml") -> Path:
@@ -202,6 +267,14 @@ class Daemon:
                 await self.stop(timeout=20)
             except TimeoutError:
                 await self.kill()
+
+
+async def http_port(daemon: Daemon) -> int:
+    """The port of the daemon's HTTP listener, configured as `http.listen = "127.0.0.1:0"`."""
+    line = await daemon.wait_for_log(r"http listening on 127\.0\.0\.1:\d+")
+    match = re.search(r":(\d+)$", line)
+    assert match is not None
+    return int(match.group(1))
 
 
 class AgentJournal:

@@ -12,10 +12,13 @@ import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+from tests.harness import needs_root
+
 
 @contextlib.contextmanager
 def small_filesystem(path: Path, size: str) -> Iterator[Path]:
     """A tmpfs of `size` mounted at `path` (the tests run as root), unmounted afterwards."""
+    needs_root(f"it mounts a {size} tmpfs to fill")
     path.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
                    check=True)

@@ -81,8 +81,10 @@ class AttachmentPolicy:
             data += chunk
         return data
 
-    def accept(self, platform: str, name: str, data: bytes, mime: str | None) -> Attachment:
-        """Turn downloaded bytes into what the agent gets: inline text or a saved file."""
+    def accept(self, platform: str, name: str, data: bytes, mime: str | None,
+               duration: float | None = None) -> Attachment:
+        """Turn downloaded bytes into what the agent gets: inline text or a saved file
+        (`duration`: seconds of audio or video, where the platform said)."""
         self.check_size(name, len(data))
         if len(data) <= self._settings.inline_max_bytes and _looks_textual(mime, name) \
                 and b"\x00" not in data:
@@ -93,7 +95,7 @@ class AttachmentPolicy:
                 pass
         path = self._save(platform, name, data)
         return Attachment(name=safe_name(name), path=str(path), size=len(data),
-                          mime=mime or "application/octet-stream")
+                          mime=mime or "application/octet-stream", duration=duration)
 
     def _save(self, platform: str, name: str, data: bytes) -> Path:
         folder = (self._media_dir / safe_name(platform)).resolve()

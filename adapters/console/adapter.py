@@ -16,6 +16,7 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING, Any
 
+from picobridge.adapters.registry import CONSOLE
 from picobridge.contract import (
     Adapter,
     BridgeLink,
@@ -34,7 +35,7 @@ from picobridge.contract import (
 if TYPE_CHECKING:
     pass
 
-CONSOLE_CHAT = ChatRef("console", "local")
+CONSOLE_CHAT = ChatRef(CONSOLE, "local")
 
 
 class ConsoleAdapter(Adapter):

@@ -23,7 +23,7 @@ import discord
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.discord.buttons import Questions
-from picobridge.adapters.discord.client import BridgeClient
+from picobridge.adapters.discord.client import BridgeClient, quiet_library_logs
 from picobridge.adapters.discord.commands import register
 from picobridge.adapters.discord.files import DiscordFiles
 from picobridge.adapters.discord.intake import Intake
@@ -33,6 +33,7 @@ from picobridge.adapters.discord.progress import DiscordProgress
 from picobridge.adapters.discord.receive import Receiver
 from picobridge.adapters.discord.seen import Seen
 from picobridge.adapters.discord.send import DiscordSender
+from picobridge.adapters.discord.stream import DiscordStream
 from picobridge.adapters.discord.verify import describe_login, missing_intents
 from picobridge.contract import (
     Adapter,
@@ -44,6 +45,7 @@ from picobridge.contract import (
     OutgoingReply,
     ProgressEvent,
     ProgressKind,
+    ReplyKind,
 )
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ class DiscordAdapter(Adapter):
 
     def __init__(self, settings: Settings) -> None:
         self._settings: DiscordSettings = settings.section(PLATFORM)
+        quiet_library_logs()
         self._policy = AttachmentPolicy(settings.attachments, settings.media_dir)
         self._bridge: BridgeLink | None = None
         self._client: BridgeClient | None = None
@@ -69,6 +72,7 @@ class DiscordAdapter(Adapter):
         self._interactions: Interactions | None = None
         self._sender: DiscordSender | None = None
         self._progress: DiscordProgress | None = None
+        self._stream: DiscordStream | None = None
         self._questions = Questions()
         self._tasks = TaskSet(log)
         self._loops: list[str] = []
@@ -105,6 +109,8 @@ class DiscordAdapter(Adapter):
         self._session = aiohttp.ClientSession()
         self._progress = DiscordProgress(client, self._tasks, received=s.reaction_received,
                                          done=s.reaction_done, failed=s.reaction_failed)
+        if s.stream:
+            self._stream = DiscordStream(client, self._tasks)
         seen = Seen(bridge, s.catch_up_channels)
         intake = Intake(s, bridge, DiscordFiles(self._session, self._policy), seen,
                         self._acknowledge)
@@ -149,6 +155,8 @@ class DiscordAdapter(Adapter):
                 await self._bridge.stop_running(name)
         if self._progress is not None:
             self._progress.close()
+        if self._stream is not None:
+            self._stream.close()
         await self._tasks.close()
         if self._client is not None:
             await self._client.close()
@@ -199,7 +207,12 @@ class DiscordAdapter(Adapter):
     async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
         if self._sender is None:
             raise DeliveryError("Discord is not connected yet")
-        await self._sender.send(chat, reply)
+        if self._stream is None or reply.kind is not ReplyKind.ANSWER:
+            await self._sender.send(chat, reply)
+            return
+        draft = await self._stream.take(chat, reply)
+        with self._stream.queue.settling(reply):
+            await self._sender.send(chat, reply, draft)
 
     async def dialog_closed(self, chat: ChatRef, closed: DialogClosed) -> None:
         if self._interactions is not None:
@@ -210,7 +223,14 @@ class DiscordAdapter(Adapter):
     async def show_progress(self, chat: ChatRef, event: ProgressEvent) -> None:
         if self._progress is not None and event.kind is ProgressKind.STARTED:
             self._progress.turn_started(chat, event.message_ids)
+        if self._stream is not None:
+            if event.kind is ProgressKind.STARTED:
+                self._stream.started(chat, event.message_ids)
+            elif event.kind is ProgressKind.TEXT:
+                self._stream.text(chat, event.text)
 
     async def clear_progress(self, chat: ChatRef, outcome: Outcome) -> None:
         if self._progress is not None:
             self._progress.turn_ended(chat, outcome)
+        if self._stream is not None:
+            self._stream.ended(chat, outcome)

@@ -35,6 +35,23 @@ INTENTS.dm_messages = True
 INTENTS.message_content = True
 
 
+class _NoVoice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        # The bridge has no voice: discord.py's warning that voice libraries are missing
+        # would only alarm operators.
+        return "voice will NOT be supported" not in str(record.msg)
+
+
+def quiet_library_logs() -> None:
+    """discord.py logs whole payloads (message texts) at DEBUG and each connection at INFO:
+    keep it to warnings, as the daemon does for the other platforms' libraries."""
+    library = logging.getLogger("discord")
+    library.setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
+    client_log = logging.getLogger("discord.client")
+    if not any(isinstance(f, _NoVoice) for f in client_log.filters):
+        client_log.addFilter(_NoVoice())
+
+
 class RoutedHTTP(HTTPClient):
     """discord.py's HTTP client with its own REST base and gateway address."""
 

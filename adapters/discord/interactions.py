@@ -121,7 +121,8 @@ class Interactions:
             await self._bridge.submit(InboundMessage(
                 chat=chat, sender_id=str(user.id),
                 sender_name=getattr(user, "global_name", None) or user.name, text=f"/{name}",
-                platform_message_id=f"interaction-{interaction.id}"))
+                platform_message_id=f"interaction-{interaction.id}",
+                chat_kind="private" if guild is None else "group"))
         except StorageUnavailable:
             await self._pending.edit_original(interaction.token, TRY_AGAIN)
         except discord.HTTPException as exc:

@@ -21,4 +21,5 @@ def normalise(message: discord.Message, parsed: Parsed,
     return InboundMessage(
         chat=parsed.chat, sender_id=parsed.sender_id, sender_name=parsed.sender_name,
         text=text, platform_message_id=str(message.id), attachments=attachments,
-        reply_to=str(message.id), sent_at=message.created_at.timestamp())
+        reply_to=str(message.id), sent_at=message.created_at.timestamp(),
+        chat_kind="private" if parsed.guild_id is None else "group")

@@ -3,10 +3,14 @@ and the adapter built on demand (discord.py is imported only then)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from picobridge.adapters.discord.settings import DiscordSettings
 from picobridge.contract import Adapter, Platform
+
+# Three base64url parts: the bot's id, a timestamp, an HMAC.
+TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{5,}")
 
 
 class DiscordPlatform(Platform):
@@ -26,6 +30,14 @@ class DiscordPlatform(Platform):
         if not user_id.isdigit():
             return "discord user ids are numbers (Developer Mode > Copy User ID)"
         return None
+
+    def token_problems(self, section: DiscordSettings) -> list[str]:
+        token = section.token.get_secret_value() if section.token is not None else None
+        if token is not None and not TOKEN_SHAPE.fullmatch(token):
+            return ["discord.token does not look like a bot token: the Developer Portal gives "
+                    "it as three parts separated by dots (MTI...); check that it was copied "
+                    "whole, without \"Bot \" in front"]
+        return []
 
     def adapter(self, settings: Any) -> Adapter:
         from picobridge.adapters.discord.adapter import DiscordAdapter

@@ -10,6 +10,7 @@ replaces the command's "thinking" response (interactions.py); a question gets it
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from collections.abc import Awaitable, Callable
@@ -25,12 +26,18 @@ from picobridge.adapters.discord.errors import delivery_error
 from picobridge.adapters.discord.interactions import Pending
 from picobridge.adapters.discord.parse import PLATFORM, target_channel
 from picobridge.adapters.discord.render import EMPTY_REPLY, render
+from picobridge.adapters.discord.uploads import batches, fingerprint, send_files
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 
 log = logging.getLogger("picobridge.discord.send")
 
 OnQuestion = Callable[[str, discord.Message, str], Awaitable[None]]
+Part = tuple[str, Callable[[], Awaitable[Any]]]
 LONG_REPLY_NOTE = "The full answer is long, so it is attached as a file."
+
+
+def nonce(outbox_id: int, part: int) -> str:
+    return f"pb{outbox_id}.{part}"[:25]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +48,7 @@ class Plan:
 
 
 def plan(reply: OutgoingReply, max_chunks: int, questions: Questions) -> Plan:
-    pieces = render(reply.text) or [EMPTY_REPLY]
+    pieces = render(reply.text) or ([] if reply.files else [EMPTY_REPLY])
     if len(pieces) > max_chunks:
         return Plan([LONG_REPLY_NOTE], True, None)
     components = None
@@ -77,19 +84,14 @@ class DiscordSender:
                     stream: discord.PartialMessage | None) -> None:
         chosen = plan(reply, self._max_chunks, self._questions)
         if reply.kind is ReplyKind.NOTICE and len(chosen.pieces) == 1 and not chosen.as_file \
-                and await self._pending.answer(chat, chosen.pieces[0]):
+                and not reply.files and await self._pending.answer(chat, chosen.pieces[0]):
             return
         channel = self._client.get_partial_messageable(target_channel(chat))
-        if chosen.as_file:
-            await self._file(channel, reply, stream)
-            return
-        sending = await MultipartSend.begin(self._parts, reply.outbox_id, chosen.pieces)
+        parts = self._parts_of(channel, reply, chosen, stream)
+        sending = await MultipartSend.begin(self._parts, reply.outbox_id, [p[0] for p in parts])
         try:
-            for index, text in enumerate(chosen.pieces):
-                first = index == 0
-                await sending.part(str(index), self._part(
-                    channel, text, reply.reply_to if first else None,
-                    stream if first else None, chosen.components, reply))
+            for index, (_, send) in enumerate(parts):
+                await sending.part(str(index), send)
         except Exception as exc:
             error = delivery_error(exc, self._on_auth_failure)
             if error.permanent:
@@ -97,9 +99,33 @@ class DiscordSender:
             raise error from exc
         await sending.finish()
 
+    def _parts_of(self, channel: discord.PartialMessageable, reply: OutgoingReply,
+                  chosen: Plan, stream: discord.PartialMessage | None) -> list[Part]:
+        """The reply as parts sent in order, each once (also across retries and restarts):
+        its text in messages (or as a file when long), then its files."""
+        parts: list[Part] = []
+        comment = None
+        if chosen.as_file:
+            parts.append((f"long:{reply.text}", lambda: self._file(channel, reply, stream)))
+        elif reply.files and stream is None and not chosen.components and (
+                len(chosen.pieces) == 1):
+            # Files with a short text: one message, the text above the files.
+            comment = chosen.pieces[0] if reply.text.strip() else None
+        else:
+            parts.extend((text, self._part(channel, text, reply.reply_to if index == 0 else None,
+                                           stream if index == 0 else None, chosen.components,
+                                           reply, index))
+                         for index, text in enumerate(chosen.pieces))
+        for number, batch in enumerate(batches(reply.files)):
+            words = comment if number == 0 else None
+            tag = None if reply.outbox_id is None else nonce(reply.outbox_id, len(parts))
+            parts.append((fingerprint(batch),
+                          functools.partial(send_files, channel, batch, words, tag)))
+        return parts
+
     def _part(self, channel: discord.PartialMessageable, text: str, reply_to: str | None,
               stream: discord.PartialMessage | None, components: list[dict[str, Any]] | None,
-              reply: OutgoingReply) -> Callable[[], Awaitable[Any]]:
+              reply: OutgoingReply, index: int) -> Callable[[], Awaitable[Any]]:
         async def send() -> None:
             if stream is not None:
                 await stream.edit(content=text)
@@ -111,6 +137,11 @@ class DiscordSender:
                                                      channel_id=channel.id,
                                                      fail_if_not_exists=False)
             kwargs: dict[str, Any] = {"reference": reference} if reference else {}
+            if reply.outbox_id is not None:
+                # Discord keeps a nonce for a few minutes and answers a message sent again
+                # with the same one with the first (discord.py sends enforce_nonce): a part
+                # sent again after a crash, before the outbox marked it sent, shows once.
+                kwargs["nonce"] = nonce(reply.outbox_id, index)
             if view is not None:
                 kwargs["view"] = view
             sent = await channel.send(text, **kwargs)

@@ -22,6 +22,8 @@ class DiscordSettings(Section):
     reaction_received: str = "👀"
     reaction_done: str = "✅"
     reaction_failed: str = "❌"
+    # Show the answer while it is written (edits of one message).
+    stream: bool = False
     max_chunks: PositiveInt = 4
     # At start, messages missed while the daemon was down are read back from the history of
     # this many of the most recently active conversations, up to `catch_up_messages` each.

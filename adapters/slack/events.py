@@ -130,9 +130,13 @@ def translate_command(text: str, prefix: str) -> str:
 
 
 def slash_command_text(text: str) -> str | None:
-    """`/picobridge new` -> `/new`; None when the word is not a bridge command."""
-    word = (text.strip().split(None, 1) or ["help"])[0].lower().lstrip("/!")
-    return "/" + word if word in TEXT_COMMANDS else None
+    """`/picobridge new` -> `/new`, `/picobridge agent coder` -> `/agent coder`; None when
+    the word is not a bridge command."""
+    parts = text.strip().split(None, 1) or ["help"]
+    word = parts[0].lower().lstrip("/!")
+    if word not in TEXT_COMMANDS:
+        return None
+    return f"/{word} {parts[1]}" if len(parts) > 1 else f"/{word}"
 
 
 def normalise(body: dict[str, Any], me: Identity, *, allow_bots: bool,

@@ -83,7 +83,10 @@ class SlackFiles:
             raise AttachmentRefused(f"Slack gave me no download link for {name!r}.")
         mime = file.get("mimetype") if isinstance(file.get("mimetype"), str) else None
         data = await self._download_with_retries(url, name, mime)
-        return await asyncio.to_thread(self._policy.accept, "slack", name, data, mime)
+        # An audio clip recorded in Slack says its length in milliseconds.
+        millis = file.get("duration_ms")
+        return await asyncio.to_thread(self._policy.accept, "slack", name, data, mime,
+                                       millis / 1000 if isinstance(millis, int) else None)
 
     async def _download_with_retries(self, url: str, name: str, mime: str | None) -> bytes:
         backoff = Backoff(RETRY_DELAY)

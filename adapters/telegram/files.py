@@ -121,7 +121,7 @@ class Fetcher:
     async def _save(self, ref: MediaRef, data: bytes) -> Attachment:
         try:
             return await asyncio.to_thread(self._policy.accept, PLATFORM, ref.name, data,
-                                           ref.mime)
+                                           ref.mime, ref.duration)
         except OSError as exc:
             if disk_outage(exc):
                 # Kept in memory and saved once the disk takes writes again.

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from telegram import Message, MessageEntity, User
+from telegram import Audio, Message, MessageEntity, User, Voice
 from telegram.constants import ChatType
 
 from picobridge.contract import ChatRef
@@ -43,6 +43,7 @@ class MediaRef:
     size: int | None
     name: str
     mime: str | None
+    duration: float | None = None  # seconds, for voice notes and audio
 
 
 def chat_ref(message: Message) -> ChatRef:
@@ -164,11 +165,11 @@ def media_of(message: Message) -> list[MediaRef]:
     if message.voice is not None:
         v = message.voice
         refs.append(_ref("voice", v.file_id, v.file_unique_id, v.file_size, None,
-                         v.mime_type or "audio/ogg"))
+                         v.mime_type or "audio/ogg", _seconds(v)))
     if message.audio is not None:
         au = message.audio
         refs.append(_ref("audio", au.file_id, au.file_unique_id, au.file_size, au.file_name,
-                         au.mime_type))
+                         au.mime_type, _seconds(au)))
     if message.video is not None:
         vi = message.video
         refs.append(_ref("video", vi.file_id, vi.file_unique_id, vi.file_size, vi.file_name,
@@ -184,9 +185,15 @@ _EXTENSIONS = {"image/jpeg": ".jpg", "audio/ogg": ".ogg", "audio/mpeg": ".mp3",
                "video/mp4": ".mp4", "text/plain": ".txt", "text/markdown": ".md"}
 
 
+def _seconds(media: Voice | Audio) -> float | None:
+    # As serialised: reading `.duration` warns in PTB 22.2+ (an int now, a timedelta later).
+    value = media.to_dict().get("duration")
+    return float(value) if isinstance(value, int | float) else None
+
+
 def _ref(kind: str, file_id: str, unique: str, size: int | None, name: str | None,
-         mime: str | None) -> MediaRef:
+         mime: str | None, duration: float | None = None) -> MediaRef:
     if not name:
         ext = _EXTENSIONS.get(mime or "") or (mimetypes.guess_extension(mime) if mime else None)
         name = f"{kind}-{unique}{ext or '.bin'}"
-    return MediaRef(kind, file_id, size, name, mime)
+    return MediaRef(kind, file_id, size, name, mime, duration)

@@ -99,6 +99,18 @@ class OutboundFiles:
             text = "\n\n".join(part for part in (text.rstrip(), "\n".join(notes)) if part)
         return dataclasses.replace(reply, text=text, files=tuple(stored))
 
+    def keep_bytes(self, name: str, data: bytes) -> OutboundFile:
+        """A file the bridge made itself (a spoken answer), kept like an agent's."""
+        display = safe_name(name)
+        folder = self._store_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / display
+        target.write_bytes(data)
+        os.chmod(target, 0o640)
+        return OutboundFile(name=display, path=str(target), mime=file_type(data[:HEAD_BYTES],
+                                                                          display),
+                            size=len(data))
+
     def _allowed_dirs(self) -> list[Path]:
         dirs = []
         for folder in self._allowed:

@@ -5,15 +5,26 @@ allow and deny write one row beside a running daemon, which picks the change up 
 from __future__ import annotations
 
 import argparse
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
-from picobridge.cli.common import CliError, open_existing_store, open_store_for_writing, when
+from picobridge.cli.common import open_existing_store, open_store_for_writing, when
+from picobridge.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from picobridge.cli.invocation import Invocation
     from picobridge.config.settings import Settings
     from picobridge.store import Store
+
+
+def sessions_command(invocation: Invocation) -> int:
+    return asyncio.run(sessions(invocation.settings(), invocation.args, invocation.argv))
+
+
+def access_command(invocation: Invocation) -> int:
+    return asyncio.run(access(invocation.settings(), invocation.args, invocation.argv))
 
 
 async def sessions(settings: Settings, args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -63,7 +74,7 @@ async def _list_sessions(store: Store, platform: str | None) -> int:
     return exit_codes.OK
 
 
-def _parse_user(settings: Settings, value: str) -> tuple[str, str]:
+def parse_user(settings: Settings, value: str) -> tuple[str, str]:
     name, sep, user = value.partition(":")
     platform = settings.platforms.get(name)
     if not sep or not user or platform is None:
@@ -80,7 +91,7 @@ async def access(settings: Settings, args: argparse.Namespace, argv: Sequence[st
         store = await open_existing_store(settings, argv)
         grants = [] if store is None else await _grants_closing(store)
         return _list_access(settings, grants)
-    platform, user = _parse_user(settings, args.user)
+    platform, user = parse_user(settings, args.user)
     store = await open_store_for_writing(settings, argv)
     held = 0
     try:

@@ -17,7 +17,8 @@ from picobridge.agent.process import workdir
 from picobridge.agent.protocols import driver_class
 from picobridge.cli import statedir
 from picobridge.cli.agent_hint import missing_agent
-from picobridge.cli.common import CliError, no_platform
+from picobridge.cli.common import no_platform
+from picobridge.cli.errors import CliError
 from picobridge.cli.exposure import exposure
 from picobridge.cli.instance import holder
 from picobridge.config.sections import AgentSettings
@@ -29,7 +30,7 @@ from picobridge.ops.logs import RedactingFormatter
 from picobridge.store.schema import latest_version
 
 if TYPE_CHECKING:
-    from picobridge.cli.main import Invocation
+    from picobridge.cli.invocation import Invocation
 
 
 class _Report:
@@ -64,7 +65,7 @@ def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:
     try:
         statedir.refuse_foreign(settings.state_dir, argv)
         if settings.state_dir.is_dir():
-            statedir.refuse_foreign_files(settings.state_dir)
+            statedir.refuse_foreign_files(settings.state_dir, argv)
         return _database_file(settings)
     except statedir.StateDirError as exc:
         return False, str(exc)
@@ -184,6 +185,10 @@ async def _agents(report: _Report, settings: Settings, argv: list[str]) -> None:
                 else f"{result.__class__.__name__}: {result}")
         hint = missing_agent(command)
         report.line(label, False, text + (f"; {hint}" if hint else ""))
+
+
+def check_command(invocation: Invocation) -> int:
+    return asyncio.run(run_check(invocation))
 
 
 def _routes(report: _Report, settings: Settings) -> None:

@@ -1,4 +1,5 @@
-"""What the command line's modules share: the one-line error, opening the store, times."""
+"""What the command line's modules share: opening the store, times (and, for the modules
+that always found it here, the one-line error)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
 from picobridge.cli import statedir
+from picobridge.cli.errors import CliError as CliError  # where commands found it before
 from picobridge.store import Store, StoreError
 from picobridge.store.schema import SchemaError
 
@@ -15,17 +17,10 @@ if TYPE_CHECKING:
     from picobridge.config.settings import Settings
 
 
-class CliError(Exception):
-    """One line for stderr and the exit code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 async def open_store(settings: Settings, *, migrate: bool = True) -> Store:
     try:
-        return await Store.open(settings.db_path, migrate_schema=migrate)
+        return await Store.open(settings.db_path, migrate_schema=migrate,
+                                busy_timeout=settings.store.busy_timeout)
     except (StoreError, SchemaError) as exc:
         hint = f"; {statedir.READ_ONLY}" if statedir.read_only(settings.db_path) else ""
         raise CliError(f"database error: {exc}{hint}", exit_codes.DATABASE) from None

@@ -5,6 +5,7 @@ next start does); drop works at once. Safe beside a running daemon."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import time
 from collections.abc import Coroutine, Sequence
@@ -14,6 +15,7 @@ from picobridge import exit_codes
 from picobridge.cli.common import CliError, open_existing_store, open_store_for_writing, when
 
 if TYPE_CHECKING:
+    from picobridge.cli.invocation import Invocation
     from picobridge.config.settings import Settings
     from picobridge.store import Store
 
@@ -35,6 +37,10 @@ def parse_age(value: str) -> float:
     if match is None:
         raise CliError(f"expected an age like 7d, 12h or 30m, got {value!r}", exit_codes.USAGE)
     return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def failed_command(invocation: Invocation) -> int:
+    return asyncio.run(failed(invocation.settings(), invocation.args, invocation.argv))
 
 
 async def failed(settings: Settings, args: argparse.Namespace, argv: Sequence[str]) -> int:

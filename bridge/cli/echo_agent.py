@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
+    from picobridge.cli.invocation import Invocation
     from picobridge.config.settings import Settings
 
 MEMORY_FILE = "echo-agent-memory.json"
@@ -226,3 +227,7 @@ def main(memory_dir: Path | None = None) -> int:
     except (KeyboardInterrupt, BrokenPipeError):
         pass
     return 0
+
+
+def echo_agent_command(invocation: Invocation) -> int:
+    return main()

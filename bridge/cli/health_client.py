@@ -7,9 +7,17 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
-from picobridge.config.settings import Settings
+
+if TYPE_CHECKING:
+    from picobridge.cli.invocation import Invocation
+    from picobridge.config.settings import Settings
+
+
+def health_command(invocation: Invocation) -> int:
+    return query_health(invocation.settings(), invocation.args.url)
 
 
 def health_url(settings: Settings, url: str | None) -> str | None:

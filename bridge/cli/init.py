@@ -7,10 +7,14 @@ import os
 import shlex
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
-from picobridge.cli.common import CliError
+from picobridge.cli.errors import CliError
 from picobridge.config.settings import DEFAULT_CONFIG_PATH, default_config_path
+
+if TYPE_CHECKING:
+    from picobridge.cli.invocation import Invocation
 
 USER_CONFIG = Path("picobridge.toml")
 
@@ -70,3 +74,8 @@ def run(path: Path | None, *, force: bool) -> int:
     write_config(target, force=force)
     print(next_steps(target))
     return exit_codes.OK
+
+
+def init_command(invocation: Invocation) -> int:
+    args = invocation.args
+    return run(args.path or args.config, force=args.force)

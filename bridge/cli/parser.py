@@ -3,6 +3,9 @@
 Global options (`--config`) are accepted before or after the command: each command's parser
 repeats them with a suppressed default, so a value given after the command wins and one given
 before is not overwritten.
+
+Imported for every command, `--help` included: the standard library only, and the registry's
+table of names (no platform module).
 """
 
 from __future__ import annotations
@@ -12,8 +15,7 @@ from pathlib import Path
 from textwrap import dedent
 
 from picobridge import __version__
-from picobridge.adapters.console.adapter import CONSOLE_CHAT
-from picobridge.adapters.registry import PLATFORMS
+from picobridge.adapters.registry import CONSOLE, PLATFORMS
 
 CONFIG_HELP = ("TOML config file (default: $PICOBRIDGE_CONFIG, else /etc/picobridge/config.toml "
                "when present, else built-in defaults and PICOBRIDGE_* variables)")
@@ -98,7 +100,7 @@ def _sessions(commands: _Commands) -> None:
         how many of its messages wait for an answer.""", """
         list
         list --platform telegram""")
-    listing.add_argument("--platform", choices=[*PLATFORMS, CONSOLE_CHAT.platform],
+    listing.add_argument("--platform", choices=[*PLATFORMS, CONSOLE],
                          help="only this platform's chats")
     for action, summary, text in (
             ("show", "one chat's sessions",
@@ -169,6 +171,28 @@ def _failed(commands: _Commands) -> None:
                       help="every one that failed longer ago than AGE (30m, 12h, 7d, 2w)")
 
 
+def _erasure(commands: _Commands) -> None:
+    user_help = "platform:user_id, as `picobridge access` takes it (e.g. telegram:12345)"
+    forget = commands.add("forget", "remove what the bridge holds about a user", """
+        Delete a user's messages and the replies to them, the chats only they wrote in
+        (with their sessions and, for prime-rpc, the agent's session files picobridge
+        keeps), their access grant (unless --keep-access) and the media they sent; prints
+        what went. Works beside a running daemon. The agent's own memory and the
+        platform's copy are not picobridge's to remove.""", """
+        forget telegram:123456789
+        forget slack:U0123ABCD --keep-access""")
+    forget.add_argument("user", help=user_help)
+    forget.add_argument("--keep-access", action="store_true",
+                        help="keep their access grant (they may go on writing)")
+    export = commands.add("export", "write what the bridge holds about a user", """
+        Write a user's messages, the replies to them, their chats and sessions and access
+        grant as PATH/export.json, and the media they sent (and prime-rpc session files)
+        under PATH/media. PATH must not exist or be an empty directory.""", """
+        export telegram:123456789 ./alice-export""")
+    export.add_argument("user", help=user_help)
+    export.add_argument("path", type=Path, metavar="PATH", help="directory to write")
+
+
 def _setup_commands(commands: _Commands) -> None:
     init = commands.add("init", "write a commented config file", """
         Write the commented example config (every key with its default, nothing enabled)
@@ -202,5 +226,6 @@ def build_parser() -> argparse.ArgumentParser:
     _sessions(commands)
     _access(commands)
     _failed(commands)
+    _erasure(commands)
     _setup_commands(commands)
     return parser

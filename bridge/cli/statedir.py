@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from picobridge import exit_codes
+from picobridge.cli.errors import CliError
 from picobridge.private import private_dir
 
 
-class StateDirError(Exception):
+class StateDirError(CliError):
     """The state directory cannot be used by this user; one line naming path and fix."""
 
     code = exit_codes.DATABASE
@@ -78,6 +79,9 @@ def fix(path: Path, argv: Sequence[str]) -> str:
         return f"it belongs to {_user(owner)}: run `sudo -u {_user(owner)} {again}`, {elsewhere}"
     if existing == path and owner == os.geteuid():
         return f"give yourself access (`chmod u+rwx {path}`), {elsewhere}"
+    if existing == path:
+        # Root's folder, perhaps with root's files in it: all of it becomes this user's.
+        return f"make it {me}'s (`sudo chown -R {me}: {path}`), {elsewhere}"
     return f"make it {me}'s (`sudo install -d -o {me} {path}`), {elsewhere}"
 
 
@@ -124,15 +128,22 @@ def foreign_files(state_dir: Path) -> list[tuple[str, int]]:
     return found
 
 
-def refuse_foreign_files(state_dir: Path) -> None:
+def refuse_foreign_files(state_dir: Path, argv: Sequence[str]) -> None:
     """Name the one command that gives `state_dir` back to this user, when another user's
-    files in it would make picobridge fail on them."""
+    files in it would make picobridge fail on them. In a state_dir of another user, the fix
+    is to be that user instead: giving their files away would lock them out."""
     found = foreign_files(state_dir)
     if not found:
         return
     me = _user(os.geteuid())
-    owners = sorted({_user(owner) for _, owner in found})
     names = ", ".join(name for name, _ in found[:4]) + (", ..." if len(found) > 4 else "")
+    folder_owner = _owner(state_dir)
+    if folder_owner is not None and folder_owner != os.geteuid():
+        name = _user(folder_owner)
+        raise StateDirError(
+            f"state_dir {state_dir} belongs to {name} and {me} cannot write its files "
+            f"({names}): run `sudo -u {name} {shlex.join(['picobridge', *argv])}`")
+    owners = sorted({_user(owner) for _, owner in found})
     raise StateDirError(
         f"state_dir {state_dir} holds files of {' and '.join(owners)} that {me} cannot write "
         f"({names}), left by picobridge run as {owners[0]} perhaps; give them to {me} once, "
@@ -160,5 +171,5 @@ def prepare(state_dir: Path, argv: Sequence[str], *, create: bool, announce: boo
     need = os.R_OK | os.X_OK | (os.W_OK if create else 0)
     if not os.access(state_dir, need):
         raise problem(state_dir, PermissionError(13, "Permission denied"), argv)
-    refuse_foreign_files(state_dir)
+    refuse_foreign_files(state_dir, argv)
     return True

@@ -21,9 +21,11 @@ from picobridge.agent.filestore import OutboundFiles
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
+from picobridge.cli.errors import CliError
 from picobridge.config.settings import Settings
 from picobridge.contract import DEFAULT_AGENT, Adapter
 from picobridge.core.access import AccessPolicy
+from picobridge.core.answers import Answers
 from picobridge.core.choices import SessionChoices
 from picobridge.core.commands import Commands
 from picobridge.core.controls import AgentControls
@@ -32,10 +34,14 @@ from picobridge.core.history import History
 from picobridge.core.intake import Intake
 from picobridge.core.modes import BusyModes
 from picobridge.core.outbox import Outbox
+from picobridge.core.quotas import Quotas
 from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
 from picobridge.core.routes import Route, Routing
+from picobridge.core.speech import speaker, transcriber
+from picobridge.core.switching import AgentSwitch
+from picobridge.core.voice import VoiceInbox, VoiceOut
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
@@ -51,12 +57,8 @@ from picobridge.supervision import TaskSupervisor
 log = logging.getLogger("picobridge.daemon")
 
 
-class StartupError(Exception):
+class StartupError(CliError):
     """The daemon cannot start for a reason the operator must fix; one line and an exit code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Daemon:
     http: HttpServer | None = None
     revocations: Revocations | None = None
     retries: Retries | None = None
+    voice: VoiceInbox | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -148,13 +151,14 @@ class AffinityRecorder:
 
 
 def build_commands(settings: Settings, store: Store, router: Router, pool: AgentSet,
-                   choices: SessionChoices) -> Commands:
+                   choices: SessionChoices, quotas: Quotas, switch: AgentSwitch) -> Commands:
     models = {name: agent.models for name, agent in settings.named_agents().items()}
     controls = AgentControls(store, router, choices, models)
     modes = BusyModes(store, settings.bridge.busy_mode, pool.capabilities)
     router.busy_modes = modes
     handlers = {**controls.handlers(), **History(store).handlers(), **modes.handlers()}
-    return Commands(store, router, pool, handlers, controls.status_lines)
+    return Commands(store, router, pool, handlers, controls.status_lines, quotas=quotas,
+                    switch=switch)
 
 
 async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]) -> Daemon:
@@ -167,24 +171,33 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     tasks = TaskSupervisor()
     dialogs = Dialogs(store, outbox, settings.bridge.dialog_timeout)
     choices = SessionChoices(store)
+    voice = settings.voice
+    answers = Answers(store, outbox, VoiceOut(speaker(voice), voice.reply,
+                                              outbound_files(settings), voice.timeout))
     router = Router(store, outbox, by_platform, pool,
                     turn_timeout=settings.agent.turn_timeout,
                     max_attempts=settings.bridge.max_attempts,
                     coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs,
                     turn_timeouts={name: a.turn_timeout for name, a in agents.items()},
-                    choices=choices)
+                    answers=answers, choices=choices)
+    voice_in = VoiceInbox(transcriber(voice), store, router.arrive_soon, voice.timeout)
     http = HttpServer(settings.http.listen, ListenerLimits(
         settings.http.max_connections, settings.http.header_timeout,
         settings.http.body_timeout)) if settings.http.listen else None
-    commands = build_commands(settings, store, router, pool, choices)
+    limits = settings.limits
+    quotas = Quotas(store, limits.messages_per_hour, limits.messages_per_day,
+                    limits.exempt_users)
+    routing = build_routing(settings, await store.chosen_agents())
+    switch = AgentSwitch(store, routing)
+    commands = build_commands(settings, store, router, pool, choices, quotas, switch)
     access = AccessPolicy(store, allow_lists(settings))
     intake = Intake(store, router, outbox, access, commands, pool, http.app if http else None,
                     tell_after={name: a.restart_budget for name, a in agents.items()},
-                    tasks=tasks, dialogs=dialogs,
-                    routing=build_routing(settings, await store.chosen_agents()))
+                    tasks=tasks, dialogs=dialogs, routing=routing, quotas=quotas,
+                    switch=switch, voice=voice_in)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
-                  Retries(store, router, outbox))
+                  Retries(store, router, outbox), voice_in)
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -262,6 +275,8 @@ async def stop(daemon: Daemon) -> None:
     grace = daemon.settings.agent.shutdown_timeout
     # Adapters keep accepting (durably) while turns finish and replies go out; they stop last
     # because delivering needs them.
+    if daemon.voice is not None:
+        await daemon.voice.stop()  # its messages are stored; the next start sends them
     await daemon.router.stop(grace)
     await daemon.pool.stop()
     await daemon.affinity.settle()

@@ -36,6 +36,7 @@ ALL_COMMANDS: tuple[BridgeCommand, ...] = (
     BridgeCommand("new", "start a fresh conversation (the old one stays in /sessions)"),
     BridgeCommand("status", "agent health, your place in the queue, your session"),
     BridgeCommand("stop", "drop your messages that are still waiting"),
+    BridgeCommand("agent", "which agent answers here; switch to another (/agent NAME)"),
     BridgeCommand("mode", "what a message does while the agent works: collect, steer, "
                   "followup, interrupt", usage="[collect|steer|followup|interrupt]"),
     BridgeCommand("model", "choose the agent's model", usage="[name]", agent=True),

@@ -62,18 +62,20 @@ class Attachment:
     path: str | None = None
     size: int | None = None
     mime: str | None = None
+    # Seconds, for audio and video the platform says the length of (a voice note).
+    duration: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in {
             "name": self.name, "content": self.content, "path": self.path,
-            "size": self.size, "mime": self.mime,
+            "size": self.size, "mime": self.mime, "duration": self.duration,
         }.items() if v is not None}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Attachment:
         return cls(
             name=str(data["name"]), content=data.get("content"), path=data.get("path"),
-            size=data.get("size"), mime=data.get("mime"),
+            size=data.get("size"), mime=data.get("mime"), duration=data.get("duration"),
         )
 
 

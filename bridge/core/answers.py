@@ -13,6 +13,7 @@ from typing import Any
 from picobridge.contract import ChatRef, OutgoingReply, ReplyKind
 from picobridge.core.outbox import Outbox
 from picobridge.core.turns import Turn
+from picobridge.core.voice import VoiceOut
 from picobridge.store import Store, StoredMessage
 from picobridge.supervision import keep
 
@@ -23,9 +24,10 @@ STORE_RETRY_CAP = 30.0
 
 
 class Answers:
-    def __init__(self, store: Store, outbox: Outbox) -> None:
+    def __init__(self, store: Store, outbox: Outbox, voice: VoiceOut | None = None) -> None:
         self._store = store
         self._outbox = outbox
+        self._voice = voice
         self._settling: set[asyncio.Task[None]] = set()
         # The last answer of each chat still on its way into the store.
         self._last: dict[str, asyncio.Task[None]] = {}
@@ -59,8 +61,10 @@ class Answers:
         """
         async def run() -> None:
             try:
+                spoken = reply if self._voice is None else await self._voice.spoken(
+                    turn.messages, reply)
                 await self.commit(turn.chat, dataclasses.replace(
-                    reply, reply_to=turn.messages[-1].reply_to), session_id=turn.session,
+                    spoken, reply_to=turn.messages[-1].reply_to), session_id=turn.session,
                     settles=turn.messages, settle_status=status, error=error)
             finally:
                 after(turn)

@@ -71,6 +71,14 @@ class BusyHandling:
             return None
         return turn
 
+    def arrive_soon(self, msg: StoredMessage) -> None:
+        """`arrive` for callers that cannot wait: a message of a chat with no turn running
+        (most) is queued at once, in the order it came; the others in a task of their own."""
+        if self.busy_modes is None or self._running(msg) is None:
+            self.enqueue(msg)
+            return
+        keep(self._sending, self.arrive(msg), f"arrive-{msg.id}")
+
     async def arrive(self, msg: StoredMessage) -> None:
         """A stored message: queued, or sent into its chat's running turn by its mode."""
         if self.busy_modes is None or self._running(msg) is None:

@@ -13,9 +13,17 @@ import re
 from collections.abc import Awaitable, Callable
 
 from picobridge.agent.port import Capabilities, PoolStatus, WorkerState
-from picobridge.contract import ALL_COMMANDS, DEFAULT_AGENT, ChatRef, listed_commands
+from picobridge.contract import (
+    ALL_COMMANDS,
+    DEFAULT_AGENT,
+    ChatRef,
+    InboundMessage,
+    listed_commands,
+)
 from picobridge.core.command_reply import CommandReply, Handler
+from picobridge.core.quotas import Quotas
 from picobridge.core.router import Router
+from picobridge.core.switching import AgentSwitch
 from picobridge.store import Store
 
 _COMMAND = re.compile(r"^/([A-Za-z]+)(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
@@ -46,21 +54,26 @@ def parse_command(text: str) -> tuple[str, str] | None:
 class Commands:
     def __init__(self, store: Store, router: Router, agents: PoolStatus,
                  handlers: dict[str, Handler] | None = None,
-                 status_lines: Callable[[ChatRef, str], Awaitable[list[str]]] | None = None
-                 ) -> None:
+                 status_lines: Callable[[ChatRef, str], Awaitable[list[str]]] | None = None,
+                 *, quotas: Quotas | None = None, switch: AgentSwitch | None = None) -> None:
         self._store = store
         self._router = router
         self._agents = agents
         self._handlers = dict(handlers or {})
         self._status_lines = status_lines
+        self._quotas = quotas
+        self._switch = switch
 
     def capabilities(self, agent: str) -> Capabilities:
         return self._agents.capabilities(agent)
 
     async def run(self, name: str, chat: ChatRef, agent: str | None = None,
-                  argument: str = "") -> CommandReply:
+                  argument: str = "", sender: str | None = None,
+                  message: InboundMessage | None = None) -> CommandReply:
         """Answer a command of `chat`, whose messages now go to `agent` (None: the agent it
-        talks to already)."""
+        talks to already); `message` is the command as it came (its sender)."""
+        if name == "agent" and message is not None and self._switch is not None:
+            return await self._switch.command(message, argument)
         agent = agent or await self._store.chat_agent(chat) or DEFAULT_AGENT
         caps = self._agents.capabilities(agent)
         agent_command = next(c for c in ALL_COMMANDS if c.name == name).agent
@@ -77,7 +90,9 @@ class Commands:
         if name == "stop":
             return CommandReply(await self._stop(chat))
         if name == "status":
-            return CommandReply(await self._status(chat, agent))
+            left = (await self._quotas.left(chat.platform, sender)
+                    if self._quotas is not None and sender is not None else None)
+            return CommandReply(await self._status(chat, agent) + (f"\n{left}" if left else ""))
         if name == "start":
             return CommandReply("Hello! " + help_text(caps.commands))
         return CommandReply(help_text(caps.commands))

@@ -30,10 +30,13 @@ from picobridge.core.command_reply import CommandReply
 from picobridge.core.commands import Commands, parse_command
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.outbox import Outbox
+from picobridge.core.quotas import Quotas, refusal_text
 from picobridge.core.router import Router
 from picobridge.core.routes import Routing
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
+from picobridge.core.switching import AgentSwitch
+from picobridge.core.voice import VoiceInbox
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor, keep
 
@@ -52,10 +55,14 @@ class Intake:
                  commands: Commands, agents: PoolStatus, app: web.Application | None = None,
                  *, tell_after: float | Mapping[str, float] = float("inf"),
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
-                 routing: Routing | None = None) -> None:
+                 routing: Routing | None = None, quotas: Quotas | None = None,
+                 switch: AgentSwitch | None = None, voice: VoiceInbox | None = None) -> None:
         """A message arriving after no worker of its agent has been ready for `tell_after`
         seconds (per agent: its restart budget) gets a notice, once per chat and outage, so
-        its sender knows it waits. `routing` picks each message's agent."""
+        its sender knows it waits. `routing` picks each message's agent; `switch` takes the
+        clicks of /agent's buttons. With `voice`, a voice message is transcribed before it
+        joins its chat's queue."""
+        self._switch = switch
         self._app = app
         self._agents = agents
         self._tell_after = tell_after
@@ -66,6 +73,7 @@ class Intake:
         self._swept: set[str] = set()
         self._store = store
         self._router = router
+        self._queue = voice.take if voice is not None else router.arrive_soon
         self._outbox = outbox
         self._access = access
         self._commands = commands
@@ -80,6 +88,7 @@ class Intake:
         self._tasks = tasks if tasks is not None else TaskSupervisor()
         self._dialogs = dialogs
         self._later: set[asyncio.Task[None]] = set()  # commands answered in the background
+        self._quotas = quotas
 
     def stats(self) -> IntakeStats:
         return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
@@ -114,9 +123,24 @@ class Intake:
         bump(self._received, platform)
         log.debug("received platform=%s chat=%s id=%s session=%s agent=%s", platform, chat.key,
                   message.platform_message_id, stored.session_id, agent)
-        await self._router.arrive(stored)
+        if self._quotas is not None and not await self._within_limits(message, stored.id):
+            return SubmitResult.ACCEPTED
+        self._queue(stored)
         await self._tell_if_agent_down(message, agent)
         return SubmitResult.ACCEPTED
+
+    async def _within_limits(self, message: InboundMessage, stored_id: int) -> bool:
+        assert self._quotas is not None
+        verdict = await self._quotas.check(message.chat.platform, message.sender_id)
+        if verdict.allowed:
+            return True
+        await self._store.hold_over_limit(stored_id, verdict.why)
+        log.info("over the limit (%s): message of %s:%s kept, not sent to the agent",
+                 verdict.why, message.chat.platform, message.sender_id)
+        if verdict.tell:
+            self._outbox.deliver(await self._store.add_reply(message.chat, OutgoingReply(
+                refusal_text(verdict), ReplyKind.NOTICE, message.reply_to)))
+        return False
 
     async def _tell_if_agent_down(self, message: InboundMessage, agent: str) -> None:
         since = self._outage_now(agent)
@@ -180,7 +204,8 @@ class Intake:
             return SubmitResult.DUPLICATE
         # A command that waits for the agent (/compact, a model list while it starts) must not
         # hold up the platform's other messages: after a moment it answers in the background.
-        running = asyncio.ensure_future(self._commands.run(name, message.chat, agent, argument))
+        running = asyncio.ensure_future(self._commands.run(
+            name, message.chat, agent, argument, message.sender_id, message))
         await asyncio.wait({running}, timeout=COMMAND_INLINE)
         if running.done():
             await self._answer_command(message, running.result(), first=True)
@@ -208,7 +233,7 @@ class Intake:
         """Store a command's answer with the command (`first`) or after it, and send it."""
         chat = message.chat
         menu = bool(reply.options and reply.chosen is not None and self._dialogs is not None)
-        kind = ReplyKind.QUESTION if menu else ReplyKind.NOTICE
+        kind = ReplyKind.QUESTION if menu or reply.dialog is not None else ReplyKind.NOTICE
         if first and not reply.files:
             stored = await self._store.record_command(message, reply.text, kind)
         else:
@@ -227,7 +252,7 @@ class Intake:
                                          self._menu_choice(message, reply))
             self._outbox.deliver(stored, dialog=dialog)
         else:
-            self._outbox.deliver(stored)
+            self._outbox.deliver(stored, dialog=reply.dialog)  # /agent's own menu, if any
 
     def _menu_choice(self, message: InboundMessage, reply: CommandReply
                      ) -> Callable[[str], Awaitable[None]]:
@@ -259,7 +284,7 @@ class Intake:
         if typed is None:  # answered meanwhile (a button): an ordinary message after all
             stored = await self._store.record_inbound(message, agent)
             if stored is not None:
-                self._router.enqueue(stored)
+                self._queue(stored)
             return SubmitResult.ACCEPTED
         # Stored before the agent hears the answer: a store that refuses the message leaves
         # the question open for the platform's next offer of it.
@@ -273,7 +298,12 @@ class Intake:
                             answer: DialogAnswer) -> str | None:
         async with self._storage.writing("reading a click"):
             allowed = await self._access.allowed(chat.platform, user_id)
-        if self._dialogs is None or not allowed:
+        if not allowed:
+            return None
+        if self._switch is not None and self._switch.owns(dialog_id):
+            async with self._storage.writing("switching agent"):
+                return await self._switch.clicked(dialog_id, chat, answer)
+        if self._dialogs is None:
             return None
         return await self._dialogs.answer(dialog_id, chat, answer)
 

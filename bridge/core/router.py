@@ -67,6 +67,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  turn_timeouts: Mapping[str, float] | None = None,
+                 answers: Answers | None = None,
                  choices: SessionChoices | None = None) -> None:
         self._store = store
         self._choices = choices if choices is not None else SessionChoices(store)
@@ -85,7 +86,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
         self._idle = asyncio.Event()
         self._idle.set()
         self._supervisor = tasks if tasks is not None else TaskSupervisor()
-        self._answers = Answers(store, outbox)
+        self._answers = answers if answers is not None else Answers(store, outbox)
         self._dialogs = dialogs if dialogs is not None else Dialogs(store, outbox, 300.0)
         self._recording: set[asyncio.Task[None]] = set()
         self._sending: set[asyncio.Task[None]] = set()

@@ -108,14 +108,21 @@ class ChatTables(Database):
                                " WHERE chosen_agent IS NOT NULL")
         return {str(r[0]): str(r[1]) for r in rows}
 
-    async def choose_agent(self, chat: ChatRef, agent: str | None) -> str:
-        """Record the agent chosen in the chat (None: back to the routes) and switch the chat
-        to it, resuming its session there; returns that session."""
+    async def choose_agent(self, chat: ChatRef, agent: str, *, remember: bool = True) -> str:
+        """Switch the chat to `agent`, resuming its session there, and record the choice
+        (`remember` False: the routes decide again); returns that session."""
         async with self._tx() as db:
             session = await ensure_chat(db, chat, agent)
             await db.execute("UPDATE chats SET chosen_agent = ? WHERE chat_key = ?",
-                             (agent, chat.key))
+                             (agent if remember else None, chat.key))
             return session
+
+    async def agent_session(self, chat: ChatRef, agent: str) -> str | None:
+        """The chat's current session with `agent`, if it has one (nothing is created)."""
+        row = await self._one(
+            "SELECT session_id FROM sessions WHERE chat_key = ? AND agent = ? AND ended_at IS NULL"
+            " ORDER BY created_at DESC, rowid DESC LIMIT 1", (chat.key, agent))
+        return str(row[0]) if row else None
 
     async def chat_for_session(self, session_id: str) -> ChatRef | None:
         row = await self._one(

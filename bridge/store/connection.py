@@ -79,7 +79,8 @@ class Database:
         self._coalescers: list[Coalescer[Any, Any]] = []
 
     @classmethod
-    async def open(cls, path: Path, *, migrate_schema: bool = True) -> Self:
+    async def open(cls, path: Path, *, migrate_schema: bool = True,
+                   busy_timeout: float = 5.0) -> Self:
         _prepare(path)
         try:
             db = await aiosqlite.connect(path, isolation_level=None)
@@ -89,7 +90,7 @@ class Database:
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=FULL")
             await db.execute("PRAGMA foreign_keys=ON")
-            await db.execute("PRAGMA busy_timeout=5000")
+            await db.execute(f"PRAGMA busy_timeout={max(1, round(busy_timeout * 1000))}")
             await _must_be_writable(db, path)
             if migrate_schema:
                 await migrate(db)

@@ -14,14 +14,17 @@ from picobridge.store.chats import ChatTables
 from picobridge.store.connection import Database
 from picobridge.store.cursors import CursorTable
 from picobridge.store.dead_letters import DeadLetterTable
+from picobridge.store.erasure import ErasureTable
 from picobridge.store.figures import Figures
 from picobridge.store.grants import GrantTable
 from picobridge.store.inbound import InboundTable
 from picobridge.store.queued import QueuedTable
+from picobridge.store.quotas import QuotaTable
 from picobridge.store.replies import ReplyTable
 from picobridge.store.settings import SettingsTables
 
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
-            SettingsTables, Figures, QueuedTable, DeadLetterTable, Database):
+            SettingsTables, Figures, QueuedTable, DeadLetterTable, QuotaTable, ErasureTable,
+            Database):
     pass

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from picobridge.cli.echo_agent import small_png
+from tests.fakes.fake_speech import OPUS_HEAD
 
 PNG = small_png()
 PNG_2 = small_png(20, 10)
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(range(256)) * 8
 PDF = b"%PDF-1.7\n" + b"0123456789" * 300 + b"\n%%EOF\n"
 # An Ogg page whose first packet is Opus's identification header: a voice note.
-OPUS = (b"OggS\x00\x02" + b"\x00" * 20 + b"\x01\x13" + b"OpusHead\x01\x01\x38\x01"
-        + b"\x80\xbb\x00\x00\x00\x00\x00" + b"\x00" * 300)
+OPUS = OPUS_HEAD + b"\x00" * 300
 MP3 = b"ID3\x04\x00\x00\x00\x00\x00\x00" + b"\xff\xfb\x90\x00" * 200
 
 

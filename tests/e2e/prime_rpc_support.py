@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.fake_llm import FakeLLM
-from tests.harness import REPO, AgentJournal, base_config, write_config
+from tests.harness import REPO, AgentJournal, base_config, exclusive, write_config
 
 FAKE_PRIME = REPO / "tests" / "fakes" / "fake_prime_agent.py"
 PI_DIR = REPO / "tests" / "peers" / "pi"
@@ -57,14 +56,14 @@ def installed_pi_version() -> str | None:
 
 def ensure_pi() -> Path:
     """The pinned pi, installed from the lock file when it is missing or another version.
-    A file lock keeps concurrent test runs from installing over each other."""
+    A file lock keeps concurrent test runs and xdist workers from installing over each
+    other."""
     if installed_pi_version() == pinned_pi_version():
         return PI_BIN
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError("the real-pi tests need node >= 20.6 and npm on PATH")
-    with open(PI_DIR / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(PI_DIR / ".install.lock"):
         if installed_pi_version() != pinned_pi_version():
             done = subprocess.run([npm, "ci", "--prefix", str(PI_DIR), "--no-audit", "--no-fund"],
                                   capture_output=True, text=True, timeout=600, check=False)

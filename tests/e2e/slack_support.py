@@ -3,12 +3,12 @@ checks that every test run ends with."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from tests.fakes.slack import DEFAULT_USER, FakeSlack, PostedMessage
 from tests.harness import Daemon, base_config, write_config
+from tests.harness import http_port as http_port  # moved to the harness; kept for old imports
 
 SIGNING_SECRET = "e2e-signing-secret-3f9a7c1d"
 
@@ -42,13 +42,6 @@ def assert_no_secrets(daemon: Daemon, fake: FakeSlack) -> None:
     for line in daemon.log_lines + daemon.stdout_lines:
         for secret in secrets_of(fake):
             assert secret not in line, f"a secret leaked into the log: {line[:200]!r}"
-
-
-async def http_port(daemon: Daemon) -> int:
-    line = await daemon.wait_for_log(r"http listening on 127\.0\.0\.1:\d+")
-    match = re.search(r":(\d+)$", line)
-    assert match is not None
-    return int(match.group(1))
 
 
 def texts(messages: list[PostedMessage]) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -18,7 +17,7 @@ from typing import Any
 
 from tests.e2e.telegram_support import replies, reply_containing, started, telegram_config
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon, agent_command, run_cli
+from tests.harness import AgentJournal, Daemon, agent_command, http_port, run_cli
 
 CHATS = [8100 + n for n in range(8)]
 TAG = re.compile(r"\bc(\d+)-(\d+)\b")
@@ -87,12 +86,6 @@ def gone(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str) -> tuple[int, str]:
@@ -313,7 +306,6 @@ async def test_sigterm_leaves_no_agent_process_behind(tmp_path: Path) -> None:
 
 async def test_a_worker_that_cannot_start_leaves_the_others_serving(tmp_path: Path) -> None:
     chats = CHATS[:3]
-    port = free_port()
     workers = [
         {"name": "good1", "command": agent_command(tmp_path / "agent")},
         {"name": "broken", "command": ["/nonexistent/picobot", "agent", "--json"]},
@@ -322,8 +314,9 @@ async def test_a_worker_that_cannot_start_leaves_the_others_serving(tmp_path: Pa
     texts = {chat: f"#slow=1 c{chat}-0" for chat in chats}
     async with FakeTelegram() as fake:
         config = pool_config(tmp_path, fake, chats, workers=workers,
-                             sections={"http": {"listen": f"127.0.0.1:{port}"}})
+                             sections={"http": {"listen": "127.0.0.1:0"}})
         async with Daemon(config) as daemon:
+            port = await http_port(daemon)
             await started(daemon, fake)
             await all_ready(daemon, 2)
             for chat, text in texts.items():

@@ -76,8 +76,8 @@ async def test_failed_messages_and_replies_are_listed_retried_and_dropped(
             await journal.wait_until(
                 lambda j: [m["content"] for m in j.messages()].count("#error please answer")
                 == 2, what="the retried message reaching the agent")
-            await daemon.wait_until(lambda: len(fake.sent_messages(USER)) == 2,
-                                    what="the second error reply")
+            await fake.wait_for(lambda: len(fake.sent_messages(USER)) == 2,
+                                "the second error reply")
 
             code, out = await _failed(config, "list")
             assert re.search(rf"^{m_id}\tmessage\t", out, re.M) and not re.search(

@@ -14,23 +14,31 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.unprivileged import NOBODY, give_to_user, picobridge, shared_dir
+from tests.harness import BUILD_LOCK, exclusive, made_once
 
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="module")
-def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """`pip wheel .` as an operator runs it: the wheel and everything pip printed."""
-    out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir",
-                           str(out), str(REPO)], check=True, capture_output=True, text=True)
-    [built] = out.glob("picobridge-*.whl")
-    return built, done.stdout + done.stderr
+def _build_wheel(folder: Path) -> None:
+    with exclusive(BUILD_LOCK):
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir",
+                               str(folder), str(REPO)], check=True, capture_output=True,
+                              text=True)
+    (folder / "pip-output.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
+def build() -> tuple[Path, str]:
+    """`pip wheel .` as an operator runs it, once for the test run: the wheel and everything
+    pip printed."""
+    folder = made_once("wheel", _build_wheel)
+    [built] = folder.glob("picobridge-*.whl")
+    return built, (folder / "pip-output.txt").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
 def wheel(build: tuple[Path, str]) -> Path:
     return build[0]
 

@@ -92,10 +92,13 @@ async def test_state_root_made_is_named_with_the_one_command_that_fixes_it() -> 
     code, _, err = await run_cli("access", "allow", "telegram:42", "--config", str(config))
     assert code == 0, err
     assert (state / "picobridge.db").stat().st_uid == 0
+    site = source_site()
+    # Root's folder (private, 0700): all of it has to become the service's.
+    done = picobridge(site, "migrate", "--config", str(config), home=home)
+    assert done.returncode == 4 and f"`sudo chown -R nobody: {state}`" in one_line(done.stderr)
     # What `install -d -o picobridge` does to a folder that exists: its owner, not its files.
     os.chown(state, NOBODY, NOBODY)
 
-    site = source_site()
     fixes = set()
     for args in (("access", "allow", "telegram:43"), ("migrate",), ("sessions", "list"),
                  ("sessions", "reset", "telegram:42"), ("chat", "--echo")):
@@ -119,6 +122,15 @@ async def test_state_root_made_is_named_with_the_one_command_that_fixes_it() -> 
     assert (done.returncode, done.stdout) == (0, "echo: hi\n"), done.stderr
     listed = picobridge(site, "access", "list", "--config", str(config), home=home)
     assert "telegram:42\tallowed" in listed.stdout and "telegram:43\tallowed" in listed.stdout
+
+    # Someone who may look into another user's folder (here root's) is sent to its owner:
+    # giving the owner's files away would lock the owner out.
+    await asyncio.to_thread(subprocess.run, ["chown", "-R", "root:", str(state)], check=True)
+    state.chmod(0o755)
+    done = picobridge(site, "sessions", "list", "--config", str(config), home=home)
+    line = one_line(done.stderr)
+    assert done.returncode == 4 and f"state_dir {state} belongs to root" in line
+    assert "run `sudo -u root picobridge sessions list" in line and "chown" not in line
 
 
 class UmaskDaemon(Daemon):

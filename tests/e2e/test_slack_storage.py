@@ -22,7 +22,7 @@ from tests.e2e.slack_support import (
     texts,
 )
 from tests.fakes.slack import FakeSlack
-from tests.harness import AgentJournal, Daemon
+from tests.harness import SHORT_BUSY_TIMEOUT, AgentJournal, Daemon
 from tests.storage_faults import fill, small_filesystem, write_lock
 
 ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"
@@ -69,7 +69,8 @@ def assert_outage_logged_once(daemon: Daemon) -> None:
 
 async def test_socket_mode_withholds_acks_while_the_database_is_locked(tmp_path: Path) -> None:
     async with FakeSlack() as fake:  # Slack's own 3 s ack timeout and three retries
-        async with Daemon(slack_config(tmp_path, fake, allowed_users=USERS)) as daemon:
+        config = slack_config(tmp_path, fake, allowed_users=USERS, sections=SHORT_BUSY_TIMEOUT)
+        async with Daemon(config) as daemon:
             await fake.wait_for_socket()
             first = fake.dm_message("before the lock", user=ALICE)
             await fake.send_event(first)
@@ -78,7 +79,7 @@ async def test_socket_mode_withholds_acks_while_the_database_is_locked(tmp_path:
             async with write_lock(tmp_path / "state" / "picobridge.db"):
                 envelopes = [await fake.send_event(event) for event in events]
                 ids = [envelope["payload"]["event_id"] for envelope in envelopes]
-                # Held past the daemon's 5 s busy timeout, and until Slack sent each again.
+                # Held past the daemon's busy timeout, and until Slack sent each again.
                 await daemon.wait_for_log(OUTAGE, timeout=30)
                 await fake.wait_for(lambda: all(len(fake.envelopes_for(i)) >= 2 for i in ids),
                                     "a redelivery of every event", timeout=30)
@@ -97,7 +98,8 @@ async def test_socket_mode_withholds_acks_while_the_database_is_locked(tmp_path:
 
 async def test_http_mode_answers_5xx_while_the_database_is_locked(tmp_path: Path) -> None:
     async with FakeSlack() as fake:
-        config = slack_config(tmp_path, fake, mode="http", allowed_users=USERS)
+        config = slack_config(tmp_path, fake, mode="http", allowed_users=USERS,
+                              sections=SHORT_BUSY_TIMEOUT)
         async with Daemon(config) as daemon:
             url = f"http://127.0.0.1:{await http_port(daemon)}/slack/events"
 

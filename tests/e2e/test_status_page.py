@@ -7,7 +7,6 @@ import asyncio
 import html
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import urllib.request
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon
+from tests.harness import AgentJournal, Daemon, http_port
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
@@ -23,16 +22,10 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
 SECRET_WORDS = "my bank pin is 4711"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     assert found, ("headless Chromium is needed: apt-get install -y --no-install-recommends "
-                   "chromium (.ci/run does this)")
+                   "chromium (scripts/test does this when run as root)")
     return found
 
 
@@ -55,12 +48,11 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 async def test_the_status_page_shows_the_agent_the_queue_and_deliveries(tmp_path: Path) -> None:
-    port = free_port()
     async with FakeTelegram() as fake:
         config = telegram_config(tmp_path, fake,
-                                 sections={"http": {"listen": f"127.0.0.1:{port}"}})
-        url = f"http://127.0.0.1:{port}/"
+                                 sections={"http": {"listen": "127.0.0.1:0"}})
         async with Daemon(config) as daemon:
+            url = f"http://127.0.0.1:{await http_port(daemon)}/"
             await started(daemon, fake)
             fake.user_message(USER, USER, SECRET_WORDS)
             await reply_containing(fake, USER, "echo: my bank pin")

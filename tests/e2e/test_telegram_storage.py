@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.e2e.telegram_support import OTHER_USER, USER, assert_no_token, started, telegram_config
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon
+from tests.harness import SHORT_BUSY_TIMEOUT, AgentJournal, Daemon
 from tests.storage_faults import fill, small_filesystem
 
 TAG = re.compile(r"\bmsg-(\d{3})\b")
@@ -73,12 +73,13 @@ async def test_a_full_disk_holds_messages_until_space_returns(tmp_path: Path) ->
 
 async def test_a_locked_database_holds_messages_until_it_is_released(tmp_path: Path) -> None:
     async with FakeTelegram() as fake:
-        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
+        config = telegram_config(tmp_path, fake, sections=SHORT_BUSY_TIMEOUT)
+        async with Daemon(config) as daemon:
             await started(daemon, fake)
             send(fake, range(0, 2))
             await fake.wait_for(lambda: len(answered(fake)) == 2, timeout=20)
             # Another process takes the database's write lock and keeps it for longer than
-            # the daemon's busy timeout (5 s).
+            # the daemon's busy timeout (store.busy_timeout).
             other = sqlite3.connect(tmp_path / "state" / "picobridge.db", timeout=10,
                                     isolation_level=None, check_same_thread=False)
             try:

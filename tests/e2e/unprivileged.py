@@ -22,6 +22,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.harness import BUILD_LOCK, exclusive, made_once
+
 NOBODY = 65534
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,26 +74,33 @@ def runtime_dependencies() -> set[str]:
     return seen
 
 
-@cache
-def dependencies_site() -> Path:
-    """picobridge's runtime dependencies (not picobridge), copied where anyone may read."""
-    site = shared_dir("pb-deps-") / "site"
+def _copy_dependencies(site: Path) -> None:
     for name in sorted(runtime_dependencies()):
         _copy_distribution(name, site)
     for root, dirs, _ in os.walk(site):
         for name in dirs:
             os.chmod(os.path.join(root, name), 0o755)
     site.chmod(0o755)
-    return site
+
+
+def _install_source(site: Path) -> None:
+    with exclusive(BUILD_LOCK):
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                        "--target", str(site), str(REPO)], check=True, capture_output=True)
+    site.chmod(0o755)
+
+
+@cache
+def dependencies_site() -> Path:
+    """picobridge's runtime dependencies (not picobridge), copied where anyone may read, once
+    for the whole test run."""
+    return made_once("deps-site", _copy_dependencies)
 
 
 @cache
 def source_site() -> Path:
-    """This checkout installed (not editable) where anyone may read."""
-    site = shared_dir("pb-src-") / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--target", str(site), str(REPO)], check=True, capture_output=True)
-    return site
+    """This checkout installed (not editable) where anyone may read, once for the run."""
+    return made_once("source-site", _install_source)
 
 
 def _reachable_by_others(path: str) -> bool:

@@ -4,6 +4,8 @@ Streams answers as server-sent events the way the OpenAI API does (`stream: true
 `stream_options.include_usage`). What it answers, from the last user message:
 - "RUN <command>": a `bash` tool call running <command>; after the tool result comes back,
   "ran: <the tool's output>".
+- "READ <path>": a `read` tool call of <path>; after the tool result comes back, "read: <the
+  tool's text>" (an image the tool returns is described by its parts' types).
 - "What did I just say?": "You said: <the user message before this one>" (from the history
   the agent sends, so it shows what the agent remembered).
 - anything else: "you said: <message>".
@@ -40,12 +42,23 @@ def _text(message: JSON) -> str:
 def answer_for(messages: list[JSON]) -> tuple[str, JSON | None]:
     """(text, tool call or None) for the conversation so far."""
     last = messages[-1] if messages else {}
-    if last.get("role") == "tool":
-        return f"ran: {_text(last).strip()}", None
     users = [_text(m) for m in messages if m.get("role") == "user"]
     said = users[-1] if users else ""
+    tools = [i for i, m in enumerate(messages) if m.get("role") == "tool"]
+    if tools and tools[-1] >= len(messages) - 2:
+        asked = [_text(m) for m in messages[:tools[-1]] if m.get("role") == "user"]
+        if asked and asked[-1].startswith("READ "):
+            # pi hands an image a tool read to the model as a user message after the result.
+            parts = [p.get("type") for m in messages[tools[-1] + 1:]
+                     if isinstance(m.get("content"), list) for p in m["content"]
+                     if isinstance(p, dict)]
+            return f"read: {_text(messages[tools[-1]]).strip()} {parts}".strip(), None
+    if last.get("role") == "tool":
+        return f"ran: {_text(last).strip()}", None
     if said.startswith("RUN "):
         return "", {"name": "bash", "arguments": json.dumps({"command": said[4:]})}
+    if said.startswith("READ "):
+        return "", {"name": "read", "arguments": json.dumps({"path": said[5:]})}
     if said.strip().lower().rstrip("?") == "what did i just say":
         return (f"You said: {users[-2]}" if len(users) > 1 else "You said nothing yet."), None
     return f"you said: {said}", None

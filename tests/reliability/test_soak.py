@@ -50,7 +50,14 @@ from picobridge.core.router import Router
 from picobridge.store import Store, StoredReply
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config
+from tests.harness import (
+    SHORT_BUSY_TIMEOUT,
+    AgentJournal,
+    Daemon,
+    base_config,
+    run_cli,
+    write_config,
+)
 from tests.storage_faults import fill, small_filesystem, write_lock
 from tests.unit.test_router import Recorder, ScriptedAgent
 
@@ -239,6 +246,7 @@ def plan_bursts(rng: random.Random, alone: set[int]) -> list[int]:
 def soak_config(tmp: Path, telegram: FakeTelegram, slack: FakeSlack, chats: list[Chat]) -> Path:
     config = base_config(tmp, turn_timeout=3, max_in_flight=MAX_IN_FLIGHT)
     config["log"] = {"level": "INFO"}
+    config.update(SHORT_BUSY_TIMEOUT)
     config["telegram"] = {
         "token": telegram.token,
         "base_url": telegram.base_url,

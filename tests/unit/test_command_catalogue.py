@@ -19,7 +19,7 @@ EVERY = [c.name for c in ALL_COMMANDS if c.listed]
 
 
 def test_the_catalogue_offers_the_bridge_commands_and_hides_the_greeting() -> None:
-    assert LISTED == ["new", "status", "stop", "mode", "sessions", "resume", "help"]
+    assert LISTED == ["new", "status", "stop", "agent", "mode", "sessions", "resume", "help"]
     assert [c.name for c in ALL_COMMANDS if not c.listed] == ["start"]
     assert {"model", "think", "compact", "export"} == AGENT_COMMANDS
 
@@ -29,8 +29,8 @@ def test_each_protocol_declares_only_catalogued_agent_commands() -> None:
     assert declared == {"picobot-json": frozenset(),
                         "prime-rpc": frozenset({"model", "think", "compact", "export"})}
     prime = [c.name for c in listed_commands(declared["prime-rpc"])]
-    assert prime == ["new", "status", "stop", "mode", "model", "think", "compact", "export",
-                     "sessions", "resume", "help"]
+    assert prime == ["new", "status", "stop", "agent", "mode", "model", "think", "compact",
+                     "export", "sessions", "resume", "help"]
     assert [c.name for c in catalogue(declared["picobot-json"])] == [
         c.name for c in ALL_COMMANDS if not c.agent]
 
@@ -59,7 +59,7 @@ def test_telegram_menu_is_the_catalogue_of_the_agent() -> None:
     for (_, text), command in zip(COMMANDS, listed_commands(), strict=True):
         assert text.lower() == command.description.lower() and text[0].isupper()
     prime = command_menu(catalogue({"model", "compact"}))
-    assert [name for name, _ in prime] == ["new", "status", "stop", "mode", "model",
+    assert [name for name, _ in prime] == ["new", "status", "stop", "agent", "mode", "model",
                                            "compact", "sessions", "resume", "help"]
     # A group message that is any chat command (/start too) is for the bot.
     assert set(COMMAND_NAMES) == {c.name for c in ALL_COMMANDS}

@@ -48,6 +48,7 @@ def test_defaults_match_the_design(tmp_path: Path) -> None:
     assert telegram.base_url == "https://api.telegram.org/bot"
     assert slack.base_url == "https://slack.com/api/" and slack.mode == "socket"
     assert telegram.allowed_users == [] and settings.http.listen is None
+    assert settings.store.busy_timeout == 5
 
 
 def test_toml_then_environment_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -130,8 +130,11 @@ async def test_sessions_belong_to_an_agent_and_switching_back_resumes(tmp_path: 
         # A chosen agent is stored with the chat.
         assert await store.choose_agent(DM, "family") == family
         assert await store.chosen_agents() == {DM.key: "family"}
-        await store.choose_agent(DM, None)
+        assert await store.agent_session(DM, "coder") == fresh
+        assert await store.agent_session(DM, "nobody") is None
+        assert await store.choose_agent(DM, "coder", remember=False) == fresh
         assert await store.chosen_agents() == {}
+        assert await store.chat_agent(DM) == "coder"
     finally:
         await store.close()
 

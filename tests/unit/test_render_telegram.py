@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pyromark
@@ -169,12 +168,12 @@ def test_limit_below_two_is_rejected() -> None:
         render_telegram("x", limit=1)
 
 
-def test_large_reply_is_rendered_quickly() -> None:
+def test_a_large_reply_is_rendered_in_valid_chunks() -> None:
+    # Its speed is bench/'s to measure: a wall-clock bound here fails on a busy machine.
     text, _ = long_reply()
     big = "\n\n".join([text] * 20)  # ~220 KB
-    started = time.perf_counter()
     chunks = render_telegram(big)
-    assert time.perf_counter() - started < 10
+    assert len(chunks) > 20
     assert_valid(chunks, 4096)
 
 

@@ -140,8 +140,8 @@ def test_mention_then_command(fake: FakeSlack) -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("new", "/new"), ("  Status ", "/status"), ("", "/help"), ("stop now", "/stop"),
-    ("!help", "/help"), ("dance", None),
+    ("new", "/new"), ("  Status ", "/status"), ("", "/help"), ("stop now", "/stop now"),
+    ("!help", "/help"), ("dance", None), ("agent  coder", "/agent coder"),
 ])
 def test_slash_command_text(text: str, expected: str | None) -> None:
     assert slash_command_text(text) == expected

@@ -225,3 +225,16 @@ async def test_a_database_that_takes_no_write_is_refused_at_open(tmp_path: Path,
     monkeypatch.setattr(aiosqlite, "connect", read_only)
     with pytest.raises(StoreError, match=r"ro\.db is not writable"):
         await Store.open(tmp_path / "ro.db", migrate_schema=False)
+
+
+@pytest.mark.parametrize(("seconds", "millis"), [(None, 5000), (0.25, 250)])
+async def test_the_busy_timeout_is_store_busy_timeout(tmp_path: Path, seconds: float | None,
+                                                      millis: int) -> None:
+    # How long a write waits for another process's lock before the outage handling starts.
+    s = await (Store.open(tmp_path / "p.db") if seconds is None
+               else Store.open(tmp_path / "p.db", busy_timeout=seconds))
+    try:
+        async with s._db.execute("PRAGMA busy_timeout") as cursor:
+            assert await cursor.fetchone() == (millis,)
+    finally:
+        await s.close()

@@ -74,15 +74,17 @@ async def test_a_stalled_answer_times_out(fake: FakeTelegram) -> None:
 
 async def test_an_unreachable_server_is_a_network_error_without_the_token() -> None:
     with socket.socket() as sock:
+        # Bound but not listening: connections are refused, and while the socket is held no
+        # other test (another xdist worker) can start listening on the port.
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # nothing listens here once the socket is closed
-    token = "5123456789:AAFakeTokenForTransportTests_x7Qv0Lk3Zp9"
-    request = transport()
-    bot = Bot(token, base_url=f"http://127.0.0.1:{port}/bot", request=request,
-              get_updates_request=request)
-    with pytest.raises(NetworkError) as raised:
-        await bot.get_me()
-    await request.shutdown()
+        port = sock.getsockname()[1]
+        token = "5123456789:AAFakeTokenForTransportTests_x7Qv0Lk3Zp9"
+        request = transport()
+        bot = Bot(token, base_url=f"http://127.0.0.1:{port}/bot", request=request,
+                  get_updates_request=request)
+        with pytest.raises(NetworkError) as raised:
+            await bot.get_me()
+        await request.shutdown()
     assert "aiohttp.ClientConnectorError" in str(raised.value)
     assert token not in str(raised.value) and "AAFake" not in str(raised.value)
 

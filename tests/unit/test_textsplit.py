@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from unittest import mock
 
@@ -194,9 +193,9 @@ def test_one_megabyte_is_fast_and_cheap_in_fits_calls() -> None:
         rendered += len(piece)
         return len(piece) <= 4096
 
-    started = time.perf_counter()
+    # Cost in calls and characters rendered, not in seconds: a wall-clock bound fails on a
+    # busy machine (it did, with the suite in parallel) and proves nothing on a quiet one.
     pieces = split_markdown(text, fits)
-    assert time.perf_counter() - started < 5
     assert calls < 12 * len(pieces)
     # A real renderer costs per character: huge blocks must not be re-tried whole.
     assert rendered < 10 * len(text)

@@ -58,7 +58,7 @@ class DiscordBase(FakeServer):
         from tests.fakes.discord.model import INTERACTION_DEADLINE
 
         self.ids = Snowflakes()
-        self.token = token or f"MTA.fake.{secrets.token_urlsafe(18)}"
+        self.token = token or f"MTIzNDU2Nzg5MDEy.GfAkE1.{secrets.token_urlsafe(27)}"
         self.app_id = self.ids.next()
         self.bot_id = self.app_id  # a bot user has its application's id
         self.bot_name = bot_name
@@ -89,6 +89,11 @@ class DiscordBase(FakeServer):
     @property
     def gateway_url(self) -> str:
         return f"ws://{self.host}:{self.port}/gateway"
+
+    def revoke_bot_token(self) -> None:
+        """The operator reset the token in the Developer Portal: the old one gets 401s and
+        the gateway closes with 4004."""
+        self.token = f"MTIzNDU2Nzg5MDEy.GfAkE2.{secrets.token_urlsafe(27)}"
 
     # ---- rate limits -------------------------------------------------------------------------
 

@@ -62,6 +62,7 @@ class _Link:
 
     async def close(self, code: int, message: bytes = b"") -> None:
         """Close once what was queued before is sent."""
+        self.conn.close_code = code
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(5):
                 await self.queue.join()
@@ -169,7 +170,8 @@ class DiscordGateway(DiscordRest):
         finally:
             writer.cancel()
             conn.closed = True
-            conn.close_code = ws.close_code
+            if conn.close_code is None:
+                conn.close_code = ws.close_code
             if self._link is link:
                 self._link = None
             self.notify()

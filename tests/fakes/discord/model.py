@@ -66,6 +66,7 @@ class Channel:
     parent_id: str | None = None
     name: str = ""
     recipient: str | None = None  # a DM's other person
+    owner_id: str | None = None  # who opened a thread
     messages: dict[str, JSON] = field(default_factory=dict)  # id -> payload, in id order
 
     def payload(self, users: dict[str, JSON]) -> JSON:
@@ -77,7 +78,7 @@ class Channel:
         data.update(guild_id=self.guild_id, position=0, permission_overwrites=[], nsfw=False,
                     parent_id=self.parent_id)
         if self.type == CHANNEL_PUBLIC_THREAD:
-            data.update(owner_id=None, member_count=1, message_count=len(self.messages),
+            data.update(owner_id=self.owner_id, member_count=1, message_count=len(self.messages),
                         thread_metadata={"archived": False, "auto_archive_duration": 1440,
                                          "archive_timestamp": iso_now(), "locked": False})
         return data
@@ -99,6 +100,15 @@ class SentMessage:
     @property
     def buttons(self) -> list[JSON]:
         return [c for row in self.components for c in row.get("components", [])]
+
+
+@dataclass
+class FollowUp:
+    """A follow-up message to an interaction: `ephemeral` ones only its user sees."""
+
+    user_id: str
+    content: str
+    ephemeral: bool
 
 
 @dataclass

@@ -61,11 +61,12 @@ class DiscordPeople(DiscordGateway):
             "default_message_notifications": 0, "premium_tier": 0, "nsfw_level": 0,
             "preferred_locale": "en-US", "system_channel_flags": 0, "afk_timeout": 300}
 
-    def open_thread(self, parent_id: str, name: str = "a thread") -> str:
-        """Someone opens a thread in a guild channel; returns its id."""
+    def open_thread(self, parent_id: str, name: str = "a thread",
+                    user: str = DEFAULT_USER) -> str:
+        """``user`` opens a thread in a guild channel; returns its id."""
         parent = self.channels[parent_id]
         thread = Channel(self.ids.next(), CHANNEL_PUBLIC_THREAD, guild_id=parent.guild_id,
-                         parent_id=parent_id, name=name)
+                         parent_id=parent_id, name=name, owner_id=user)
         self.channels[thread.id] = thread
         self.dispatch("THREAD_CREATE", {**thread.payload(self.users), "newly_created": True})
         return thread.id
@@ -153,6 +154,7 @@ class DiscordPeople(DiscordGateway):
             "channel_id": channel.id, "channel": channel.payload(self.users),
             "token": interaction.token, "version": 1, "app_permissions": "1071698660929",
             "locale": "en-US", "entitlements": [], "authorizing_integration_owners": {},
+            "attachment_size_limit": 10 * 1024 * 1024,
             "context": 1 if channel.guild_id is None else 0}
         if channel.guild_id is not None:
             payload["guild_id"] = channel.guild_id

@@ -20,6 +20,7 @@ from tests.fakes.discord.model import (
     MAX_ROW_BUTTONS,
     MAX_ROWS,
     MAX_SELECT_OPTIONS,
+    FollowUp,
     Reaction,
     SentMessage,
     iso_now,
@@ -51,7 +52,16 @@ def check_components(rows: list[JSON]) -> None:
                 raise invalid_form("components", "BASE_TYPE_BAD_LENGTH", "1 to 25 options.")
 
 
+NONCE_LIFETIME = 300.0  # Discord checks a nonce's uniqueness over "the past few minutes"
+
+
 class DiscordRest(DiscordBase):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.nonces: dict[tuple[str, str], tuple[str, float]] = {}
+        self.deleted: list[str] = []  # ids of the bot's messages it deleted
+        self.followups: list[FollowUp] = []  # interaction follow-ups (ephemeral or not)
+
     def add_routes(self, app: web.Application) -> None:
         r = app.router
         r.add_get(f"{API}/users/@me", self.route("get_me", self._me))
@@ -62,6 +72,8 @@ class DiscordRest(DiscordBase):
         r.add_post(f"{channel}/messages", self.route("create_message", self._create))
         r.add_get(f"{channel}/messages", self.route("history", self._history))
         r.add_patch(f"{channel}/messages/{{message_id}}", self.route("edit_message", self._edit))
+        r.add_delete(f"{channel}/messages/{{message_id}}",
+                     self.route("delete_message", self._delete))
         r.add_post(f"{channel}/typing", self.route("typing", self._typing))
         r.add_put(f"{channel}/messages/{{message_id}}/reactions/{{emoji}}/@me",
                   self.route("add_reaction", self._react))
@@ -80,6 +92,8 @@ class DiscordRest(DiscordBase):
         r.add_patch(f"{API}/webhooks/{{app_id}}/{{token}}/messages/@original",
                     self.route("edit_original", self._edit_original, auth=False,
                                bucket_key="token"))
+        r.add_post(f"{API}/webhooks/{{app_id}}/{{token}}",
+                   self.route("follow_up", self._follow_up, auth=False, bucket_key="token"))
         r.add_get("/attachments/{name}", self._download)
 
     # ---- who we are ----------------------------------------------------------------------------
@@ -150,9 +164,16 @@ class DiscordRest(DiscordBase):
                 (body["message_reference"].get("fail_if_not_exists", True)):
             raise invalid_form("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE",
                                "Unknown message")
+        nonce = body.get("nonce")
+        if body.get("enforce_nonce") and nonce is not None:
+            earlier = self.nonces.get((channel.id, str(nonce)))
+            if earlier is not None and time.monotonic() - earlier[1] < NONCE_LIFETIME:
+                return self.ok(call, channel.messages[earlier[0]])
         payload = self.bot_message(channel.id, content, body.get("components") or [],
                                    self._attachments(files),
                                    None if reference is None else str(reference))
+        if nonce is not None:
+            self.nonces[(channel.id, str(nonce))] = (payload["id"], time.monotonic())
         return self.ok(call, payload)
 
     def bot_message(self, channel_id: str, content: str, components: list[JSON],
@@ -222,6 +243,16 @@ class DiscordRest(DiscordBase):
         content = self._check_content(merged, files or message["attachments"])
         self._apply_edit(message, content, merged.get("components") or [], files)
         return self.ok(call, message)
+
+    async def _delete(self, request: web.Request, call: Call) -> web.Response:
+        channel = self.channel(request.match_info["channel_id"])
+        message = channel.messages.pop(request.match_info["message_id"], None)
+        if message is None:
+            raise DiscordError(404, 10008, "Unknown Message")
+        self.sent = [m for m in self.sent if m.id != message["id"]]
+        self.deleted.append(message["id"])
+        self.dispatch("MESSAGE_DELETE", {"id": message["id"], "channel_id": channel.id})
+        return self.ok(call, None)
 
     def _apply_edit(self, message: JSON, content: str, components: list[JSON],
                     files: list[JSON]) -> None:
@@ -323,6 +354,19 @@ class DiscordRest(DiscordBase):
         self._apply_edit(message, self._check_content(merged, []),
                          merged.get("components") or [], [])
         return self.ok(call, message)
+
+    async def _follow_up(self, request: web.Request, call: Call) -> web.Response:
+        found = [i for i in self.interactions.values()
+                 if i.token == request.match_info["token"]]
+        if not found or not found[0].callbacks:
+            raise DiscordError(404, 10015, "Unknown Webhook")
+        body = await request.json()
+        call.params.update(body)
+        self._check_content(body, [])
+        interaction = found[0]
+        self.followups.append(FollowUp(interaction.user_id, body.get("content") or "",
+                                       bool((body.get("flags") or 0) & 64)))
+        return self.ok(call, {"id": self.ids.next(), "content": body.get("content") or ""})
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
         call = self.record(Call("download", dict(request.match_info)))

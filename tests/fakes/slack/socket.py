@@ -48,7 +48,8 @@ class SlackSocketMode(SlackFiles):
     def envelopes_for(self, event_id: str) -> list[Delivery]:
         return [d for d in self.deliveries if d.event_id == event_id]
 
-    async def wait_for_socket(self, count: int = 1, timeout: float = 10.0) -> None:
+    async def wait_for_socket(self, count: int = 1, timeout: float = 30.0) -> None:
+        # A daemon's start, on a machine running the suite in parallel, can take over 10 s.
         await self.wait_for(lambda: len(self._connections) >= count,
                             f"{count} Socket Mode connection(s)", timeout)
 

@@ -1,0 +1,97 @@
+"""The command line starts at once: each command imports only what it needs. Counted in
+modules (sys.modules), not in milliseconds: a count is the same on a busy machine
+and on a quiet one. bench/cli_startup.py gives the times."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness import REPO, cli_env, write_config
+
+# What the console script `picobridge` runs (without its own `import re`), then the names in
+# sys.modules written to the file named first. (-X importtime would miss the modules the
+# command table loads with importlib.import_module: only `import` statements are timed.)
+PROBE = """
+import sys
+from picobridge.cli import main
+try:
+    code = main(sys.argv[2:])
+finally:
+    with open(sys.argv[1], "w") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+sys.exit(code)
+"""
+BARE = """
+import sys
+with open(sys.argv[1], "w") as out:
+    out.write("\\n".join(sorted(sys.modules)))
+"""
+
+# Never for --version, --help, access, sessions or health: the platforms' libraries, the HTTP
+# stack, the agent side, the core and the daemon's wiring.
+DAEMON_ONLY = ("aiohttp", "telegram", "slack_sdk", "slack_bolt", "mautrix", "discord",
+               "picobridge.agent.pool",
+               "picobridge.agent.worker", "picobridge.core", "picobridge.cli.wiring",
+               "picobridge.ops.http_server", "picobridge.adapters.telegram.adapter",
+               "picobridge.adapters.slack.adapter")
+
+# --version: the package, its exit codes, the command table and its error type, and the
+# few standard modules they touch (10 today). argparse alone would bring 21, asyncio 100.
+VERSION_BOUND = 15
+# access list reads the config (pydantic-settings, our config models and every platform's
+# section) and the grants (aiosqlite; asyncio comes with pydantic-settings): 63 modules beyond
+# what `import pydantic_settings` loads today, nearly all of them ours. 110 leaves room for
+# about 45 more of ours (a platform adds three: its package, platform and settings modules),
+# not for one more library: beyond pydantic-settings, aiohttp alone is 104 modules,
+# slack_sdk's async client 147, python-telegram-bot 308, the daemon's wiring 236.
+ACCESS_LIST_OVER_PYDANTIC_SETTINGS = 110
+
+
+def modules(tmp: Path, code: str, *args: str, exit_code: int = 0) -> set[str]:
+    listing = tmp / "modules.txt"
+    done = subprocess.run([sys.executable, "-c", code, str(listing), *args],
+                          capture_output=True, text=True, env=cli_env(), cwd=REPO, timeout=60)
+    assert done.returncode == exit_code, done.stderr[-2000:]
+    return set(listing.read_text(encoding="utf-8").split("\n"))
+
+
+def imported(tmp: Path, *words: str, exit_code: int = 0) -> list[str]:
+    """The modules loaded by `picobridge WORDS`, beyond those of a bare interpreter."""
+    return sorted(modules(tmp, PROBE, *words, exit_code=exit_code) - modules(tmp, BARE))
+
+
+def daemon_modules(names: list[str]) -> list[str]:
+    return [n for n in names if any(n == d or n.startswith(d + ".") for d in DAEMON_ONLY)]
+
+
+def test_version_imports_next_to_nothing(tmp_path: Path) -> None:
+    names = imported(tmp_path, "--version")
+    assert "picobridge.cli.main" in names  # what is counted is the command line
+    assert len(names) <= VERSION_BOUND, names
+    assert "argparse" not in names and not daemon_modules(names), names
+
+
+def test_access_list_reads_the_config_without_the_daemon(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"state_dir": str(tmp_path / "state")})
+    names = imported(tmp_path, "access", "list", "--config", str(config))
+    assert "picobridge.cli.admin" in names and "pydantic_settings" in names
+    assert not daemon_modules(names), daemon_modules(names)
+    baseline = modules(tmp_path, BARE.replace("import sys", "import sys, pydantic_settings"))
+    assert len(set(names) - set(baseline)) <= ACCESS_LIST_OVER_PYDANTIC_SETTINGS, (
+        sorted(set(names) - set(baseline)))
+
+
+@pytest.mark.parametrize(("words", "exit_code"), [
+    (["--help"], 0), (["access", "--help"], 0), (["sessions", "list"], 0),
+    # Nothing listens there: the health probe fails, having imported what it needs.
+    (["health"], 1)])
+def test_the_operators_commands_leave_the_daemon_out(tmp_path: Path, words: list[str],
+                                                     exit_code: int) -> None:
+    config = write_config(tmp_path, {"state_dir": str(tmp_path / "state"),
+                                     "http": {"listen": "127.0.0.1:9"}})
+    names = imported(tmp_path, *words, "--config", str(config), exit_code=exit_code)
+    assert "picobridge.cli.parser" in names and not daemon_modules(names), daemon_modules(names)

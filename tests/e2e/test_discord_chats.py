@@ -1,0 +1,98 @@
+"""Discord end to end: guild channels answer mentions and replies only, threads are sessions
+of their own, and the bridge's commands work as slash commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.discord_support import discord_config, online
+from tests.fakes.discord import DEFAULT_USER, OTHER_USER, STRANGER, FakeDiscord
+from tests.harness import AgentJournal, Daemon
+
+
+async def test_a_guild_channel_answers_only_mentions_and_replies(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        _, (general,) = fake.add_guild()
+        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+            await online(daemon, fake)
+            fake.say(general, "just chatting, not for the bot")
+            fake.say(general, "first question", mention=True)
+            answer = await fake.wait_for_reply(general, "first question")
+            # The mention goes, the speaker's name comes (the channel shares one session).
+            assert answer.content == "echo: alice: first question"
+            fake.say(general, "a reply to the bot", OTHER_USER, reply_to=answer.id)
+            await fake.wait_for_reply(general, "echo: bob: a reply to the bot")
+            fake.say(general, "chatter after it")
+            fake.say(general, "last one", mention=True)
+            await fake.wait_for_reply(general, "echo: alice: last one")
+        contents = [m["content"] for m in AgentJournal(tmp_path / "agent").messages()]
+        assert contents == ["alice: first question", "bob: a reply to the bot",
+                            "alice: last one"]
+
+
+async def test_guilds_outside_the_policy_are_not_answered(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        served, (here,) = fake.add_guild("served")
+        _, (elsewhere,) = fake.add_guild("other")
+        async with Daemon(discord_config(tmp_path, fake, guilds=[served])) as daemon:
+            await online(daemon, fake)
+            fake.say(elsewhere, "hello from elsewhere", mention=True)
+            fake.say(here, "hello from here", mention=True)
+            await fake.wait_for_reply(here, "echo: alice: hello from here")
+            # Slash commands registered in the served guild (and DMs', globally).
+            assert [c["name"] for c in fake.commands[served]] == ["new", "status", "stop",
+                                                                  "help"]
+        assert fake.messages_in(elsewhere) == []
+        contents = [m["content"] for m in AgentJournal(tmp_path / "agent").messages()]
+        assert contents == ["alice: hello from here"]
+
+
+async def test_threads_are_conversations_of_their_own(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        _, (general,) = fake.add_guild()
+        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+            await online(daemon, fake)
+            one = fake.open_thread(general, "one")
+            two = fake.open_thread(general, "two")
+            fake.say(one, "in thread one", mention=True)
+            await fake.wait_for_reply(one, "echo: in thread one")
+            # Once the bot talks in a thread, the thread needs no mention.
+            fake.say(one, "no mention needed now")
+            await fake.wait_for_reply(one, "echo: no mention needed now")
+            fake.say(two, "thread two, unmentioned")
+            fake.say(two, "thread two", mention=True)
+            await fake.wait_for_reply(two, "echo: thread two")
+        assert fake.messages_in(general) == []
+        messages = AgentJournal(tmp_path / "agent").messages()
+        sessions = {m["content"]: m["session"] for m in messages}
+        assert set(sessions) == {"in thread one", "no mention needed now", "thread two"}
+        assert sessions["in thread one"] == sessions["no mention needed now"]
+        assert sessions["thread two"] != sessions["in thread one"]
+        assert sessions["thread two"].startswith(f"discord.{general}.{two}.")
+
+
+async def test_slash_commands_are_answered_within_the_deadline_to_their_user_only(
+        tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+            await online(daemon, fake)
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.dm("remember me")
+            await fake.wait_for_reply(dm, "echo: remember me")
+            status = fake.slash("status", dm)
+            answer = await fake.wait_for_reply(dm, "Agent:")
+            assert answer.via_interaction
+            new = fake.slash("new", dm)
+            await fake.wait_for_reply(dm, "Started a new conversation")
+            stranger_dm = fake.dm_channel(STRANGER).id
+            fake.slash("help", stranger_dm, STRANGER)
+            refused = await fake.wait_for_reply(stranger_dm, "picobridge access allow")
+            assert refused.via_interaction
+            fake.dm("after new")
+            await fake.wait_for_reply(dm, "echo: after new")
+        for interaction in (status, new):
+            # Deferred at once, ephemeral: only the person who ran it sees the answer.
+            assert not interaction.late
+            assert interaction.callbacks == [{"type": 5, "data": {"flags": 64}}]
+        sessions = [m["session"] for m in AgentJournal(tmp_path / "agent").messages()]
+        assert len(sessions) == 2 and sessions[0] != sessions[1]

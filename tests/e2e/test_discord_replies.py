@@ -1,0 +1,127 @@
+"""Discord end to end: long replies split at 2,000 characters without cutting code, very long
+ones as a file, 429s waited out with the order kept, files in and out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.discord_support import assert_no_token, discord_config, online
+from tests.e2e.media_support import PDF, PNG, put, script_reply
+from tests.fakes.discord import DEFAULT_USER, FakeDiscord
+from tests.harness import AgentJournal, Daemon
+
+
+def balanced(text: str) -> bool:
+    return sum(line.startswith("```") for line in text.split("\n")) % 2 == 0
+
+
+async def test_long_replies_are_split_without_cutting_code_and_huge_ones_go_as_a_file(
+        tmp_path: Path) -> None:
+    code = "\n".join(f"line_{n} = {n} * 2  # some code" for n in range(90))
+    text = "Here is the code:\n\n```python\n" + code + "\n```\n\nThat was it. <@1> @everyone"
+    async with FakeDiscord() as fake:
+        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+            await online(daemon, fake)
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.dm(text)
+            await fake.wait_for_reply(dm, "That was it.")
+            parts = fake.messages_in(dm)
+            assert len(parts) >= 2
+            # The code block is cut, closed and reopened: every part renders as it should.
+            assert all(len(p.content) <= 2000 and balanced(p.content) for p in parts)
+            assert sum("```python" in p.content for p in parts) >= 2
+            joined = "\n".join(p.content for p in parts)
+            assert all(f"line_{n} = {n} * 2" in joined for n in range(90))
+            # Only the first part quotes the question; Discord's own syntax is escaped.
+            assert parts[0].reference is not None
+            assert all(p.reference is None for p in parts[1:])
+            assert parts[-1].content.endswith("That was it. \\<@1> \\@everyone")
+            fake.dm("a huge one #huge=20000")
+            note = await fake.wait_for_reply(dm, "attached as a file")
+            assert [a["filename"] for a in note.attachments] == ["reply.md"]
+            (upload,) = [u for u in fake.uploads if u[1] == "reply.md"]
+            assert upload[2].decode().startswith("HUGE:") and upload[2].endswith(b":END")
+        assert_no_token(daemon, fake)
+
+
+async def test_429s_are_waited_out_and_replies_keep_their_order(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+            await online(daemon, fake)
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.rate_limit_next("create_message", 1.5)
+            fake.dm("one")
+            await fake.wait_for_reply(dm, "one")
+            fake.rate_limit_next("create_message", 1.0, is_global=True)
+            for word in ("two", "three", "four"):
+                fake.dm(word)
+            await fake.wait_for_reply(dm, "four")
+        limited = [c for c in fake.calls_to("create_message") if c.status == 429]
+        assert len(limited) == 2
+        # Nobody came back before the wait was over (Discord would have answered 429 again).
+        assert fake.early_retries == []
+        words = " ".join(m.content for m in fake.messages_in(dm))
+        assert [w for w in words.split() if w in ("one", "two", "three", "four")] == [
+            "one", "two", "three", "four"]
+
+
+async def test_files_in_are_downloaded_for_the_agent_and_too_big_ones_refused(
+        tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        config = discord_config(tmp_path, fake, sections={"attachments": {"max_bytes": 4000}})
+        async with Daemon(config) as daemon:
+            await online(daemon, fake)
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.dm("summarise this", files=(("notes.txt", b"line one\nline two\n",
+                                              "text/plain"),))
+            reply = await fake.wait_for_reply(dm, "summarise this")
+            assert "[Attachment: notes.txt]" in reply.content
+            fake.dm("and this", files=(("big.bin", b"\0" * 5000, "application/octet-stream"),))
+            refused = await fake.wait_for_reply(dm, "could not be received")
+            assert "big.bin" in refused.content
+        first, second = AgentJournal(tmp_path / "agent").messages()
+        assert first["attachments"] == [{"name": "notes.txt",
+                                         "content": "line one\nline two\n"}]
+        assert "attachments" not in second
+        # The big file was refused by its declared size, before any download.
+        assert len(fake.calls_to("download")) == 1
+
+
+async def test_files_from_the_agent_arrive_with_the_text(tmp_path: Path) -> None:
+    put(tmp_path, "out/report.pdf", PDF)
+    put(tmp_path, "chart.png", PNG)
+    directive = script_reply(tmp_path, "files",
+                             "Here you go.\nMEDIA: out/report.pdf\n![the chart](chart.png)\n")
+    async with FakeDiscord() as fake:
+        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+            await online(daemon, fake)
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.dm(f"files please {directive}")
+            share = await fake.wait_for(
+                lambda: next((m for m in fake.messages_in(dm) if m.attachments), None),
+                "a message with files")
+        assert share.content.startswith("Here you go.")
+        assert sorted(a["filename"] for a in share.attachments) == ["chart.png", "report.pdf"]
+        uploads = {name: data for _, name, data in fake.uploads}
+        assert uploads["report.pdf"] == PDF and uploads["chart.png"] == PNG
+        assert len(fake.messages_in(dm)) == 1
+
+
+async def test_a_streamed_answer_is_one_message_edited_into_the_answer(tmp_path: Path) -> None:
+    async with FakeDiscord() as fake:
+        config = discord_config(tmp_path, fake, "--delta-chars", "3", stream=True)
+        async with Daemon(config) as daemon:
+            await online(daemon, fake)
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.dm("stream this answer please")
+            await fake.wait_for(
+                lambda: any(m.content == "echo: stream this answer please"
+                            for m in fake.messages_in(dm)), "the final answer")
+            fake.dm("and a second one")
+            await fake.wait_for_reply(dm, "echo: and a second one")
+        first, second = fake.messages_in(dm)
+        # The draft (shown with " …" while written) became the answer: one message each.
+        assert first.edits >= 1 and second.edits >= 1
+        assert first.content == "echo: stream this answer please"
+        assert [c for c in fake.calls_to("create_message")
+                if str(c.params.get("content", "")).endswith(" …")]
