@@ -8,9 +8,13 @@ is set against the ideal ceil(N / size) x S: one agent answers one chat at a tim
 can do no better. The daemon's own resident set (VmRSS of the `picobridge` process, not its
 agents') is read after each run.
 
-Run: `python bench/agent_pool.py [--chats 16] [--seconds 1] [--sizes 1,2,4,8] [--check]`.
-Targets: wall time within 1.15x of the ideal at every size, and the daemon's RSS at pool 8
-within 5 MB of pool 1 (`--check` exits 1 when one is missed).
+With `--agents A` (named agents, `[agents.NAME]`) there are A agents with a pool of each size,
+the chats split between them by `[[routes]]` (chat i to agent i mod A); the ideal is then
+ceil(ceil(N / A) / size) x S, the agents working side by side.
+
+Run: `python bench/agent_pool.py [--chats 16] [--seconds 1] [--sizes 1,2,4,8] [--agents 1]
+[--check]`. Targets: wall time within 1.15x of the ideal at every size, and the daemon's RSS
+at pool 8 within 5 MB of pool 1 (`--check` exits 1 when one is missed).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -45,10 +50,11 @@ class Run:
     seconds: float  # per turn
     wall: float
     rss_kb: int
+    agents: int = 1
 
     @property
     def ideal(self) -> float:
-        return math.ceil(self.chats / self.size) * self.seconds
+        return math.ceil(math.ceil(self.chats / self.agents) / self.size) * self.seconds
 
     @property
     def ratio(self) -> float:
@@ -70,7 +76,16 @@ def answer_time(fake: FakeTelegram, tag: str) -> float | None:
     return None
 
 
-async def one_size(tmp: Path, size: int, chats: int, seconds: float) -> Run:
+def split(config: dict[str, Any], tmp: Path, size: int, ids: list[int], agents: int) -> None:
+    """Agents a1.. beside the default one, each with chats of its own (chat i: agent i % A)."""
+    if agents > 1:
+        config["agents"] = {f"a{k}": {"command": agent_command(tmp / f"agent{k}"),
+                                      "pool_size": size} for k in range(1, agents)}
+        config["routes"] = [{"agent": f"a{k}", "chats": [f"telegram:{i}" for i in ids[k::agents]]}
+                            for k in range(1, agents)]
+
+
+async def one_size(tmp: Path, size: int, chats: int, seconds: float, agents: int = 1) -> Run:
     ids = [FIRST_CHAT + n for n in range(chats)]
     async with FakeTelegram() as fake:
         config = {
@@ -82,10 +97,11 @@ async def one_size(tmp: Path, size: int, chats: int, seconds: float) -> Run:
             # INFO: the "agent ready" lines say when every worker is up.
             "log": {"level": "INFO"},
         }
+        split(config, tmp, size, ids, agents)
         daemon = await Daemon(write_config(tmp, config)).start()
         try:
-            await daemon.wait_until(lambda: len(READY.findall(daemon.log)) >= size,
-                                    timeout=60, what=f"{size} workers ready")
+            await daemon.wait_until(lambda: len(READY.findall(daemon.log)) >= size * agents,
+                                    timeout=60, what=f"{size * agents} workers ready")
             await fake.wait_for_poll(timeout=30)
             fake.user_message(WARMUP_CHAT, WARMUP_CHAT, "warm-up", entities=[])
             await fake.wait_for(lambda: answer_time(fake, "warm-up"), "the warm-up answer", 30)
@@ -102,17 +118,20 @@ async def one_size(tmp: Path, size: int, chats: int, seconds: float) -> Run:
             rss = rss_kb(daemon.proc.pid)
         finally:
             await daemon.stop()
-    return Run(size, chats, seconds, last - start, rss)
+    return Run(size, chats, seconds, last - start, rss, agents)
 
 
-async def main(chats: int, seconds: float, sizes: list[int], check: bool) -> int:
+async def main(chats: int, seconds: float, sizes: list[int], check: bool,
+               agents: int = 1) -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="picobridge-bench-pool-") as tmp:
         for size in sizes:
             folder = Path(tmp) / f"pool{size}"
             folder.mkdir()
-            runs.append(await one_size(folder, size, chats, seconds))
-    print(f"Agent pool, {chats} chats x one {seconds:g}s turn each (fake agent, #slow)")
+            runs.append(await one_size(folder, size, chats, seconds, agents))
+    who = f"{agents} agents, each a pool of the size shown, chats split evenly; " \
+        if agents > 1 else ""
+    print(f"Agent pool, {who}{chats} chats x one {seconds:g}s turn each (fake agent, #slow)")
     print(f"{'pool':>4}  {'wall s':>7}  {'ideal s':>7}  {'ratio':>6}  {'daemon RSS':>10}")
     for run in runs:
         print(f"{run.size:>4}  {run.wall:>7.2f}  {run.ideal:>7.2f}  {run.ratio:>5.2f}x  "
@@ -136,7 +155,8 @@ if __name__ == "__main__":
     parser.add_argument("--chats", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=1.0, help="per turn")
     parser.add_argument("--sizes", default="1,2,4,8", help="pool sizes, comma-separated")
+    parser.add_argument("--agents", type=int, default=1, help="named agents, a pool each")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    sys.exit(asyncio.run(main(args.chats, args.seconds, sizes, args.check)))
+    sys.exit(asyncio.run(main(args.chats, args.seconds, sizes, args.check, args.agents)))

@@ -88,7 +88,7 @@ class DiscordAdapter(Adapter):
         client = self._client = BridgeClient(s.base_url, {
             "message": self._on_message, "connect": self._on_connect,
             "resumed": self._on_resumed, "disconnect": self._on_disconnect,
-            "interaction": self._on_interaction})
+            "interaction": self._on_interaction, "raw_message_edit": self._on_edit})
         try:
             await client.login(s.token.get_secret_value())
         except discord.LoginFailure:
@@ -194,13 +194,18 @@ class DiscordAdapter(Adapter):
         if self._receiver is not None:
             self._receiver.receive(message)
 
+    async def _on_edit(self, edit: discord.RawMessageUpdateEvent) -> None:
+        if self._receiver is not None:
+            self._receiver.edited(edit.message)
+
     async def _on_interaction(self, interaction: discord.Interaction) -> None:
         if self._interactions is not None:
             await self._interactions.take(interaction)
 
-    async def _acknowledge(self, message: discord.Message) -> None:
+    async def _acknowledge(self, message: discord.Message, refused: tuple[str, ...]) -> None:
         if self._progress is not None:
-            self._tasks.spawn(self._progress.received(message), name="discord-received")
+            self._tasks.spawn(self._progress.received(message, refused),
+                              name="discord-received")
 
     # -- outbound ----------------------------------------------------------------------------
 

@@ -16,18 +16,25 @@ from picobridge.contract import listed_commands
 log = logging.getLogger("picobridge.discord")
 
 GUILD_INSTALL, BOT_DM, GUILD = 0, 1, 0
+STRING = 3  # an option's type
 
 
 def catalogue(in_dms: bool) -> list[dict[str, Any]]:
     contexts = [GUILD, BOT_DM] if in_dms else [GUILD]
+    # Each takes what may follow it as typed (`/agent NAME`): the bridge reads the command
+    # line as it would from a message.
+    option = {"type": STRING, "name": "text", "required": False,
+              "description": "What follows the command, if anything"}
     return [{"name": c.name, "type": 1, "description": c.description[:1].upper()
-             + c.description[1:100], "contexts": contexts, "integration_types": [GUILD_INSTALL]}
+             + c.description[1:100], "contexts": contexts, "integration_types": [GUILD_INSTALL],
+             "options": [option]}
             for c in listed_commands()]
 
 
 def _same(held: Sequence[Mapping[str, Any]], wanted: list[dict[str, Any]]) -> bool:
-    def key(commands: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
-        return {(str(c.get("name")), str(c.get("description"))) for c in commands}
+    def key(commands: Sequence[Mapping[str, Any]]) -> set[tuple[str, str, int]]:
+        return {(str(c.get("name")), str(c.get("description")),
+                 len(c.get("options") or ())) for c in commands}
 
     return key(held) == key(wanted)
 

@@ -35,7 +35,9 @@ class DiscordFiles:
         mime = attachment.content_type
         async with asyncio.timeout(self._policy.download_timeout):
             data = await self._with_retries(attachment.url, name)
-        return await asyncio.to_thread(self._policy.accept, PLATFORM, name, data, mime)
+        # A voice message says how long it is.
+        return await asyncio.to_thread(self._policy.accept, PLATFORM, name, data, mime,
+                                       attachment.duration)
 
     async def _with_retries(self, url: str, name: str) -> bytes:
         backoff = Backoff(RETRY_DELAY)

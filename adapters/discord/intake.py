@@ -33,7 +33,8 @@ from picobridge.contract import (
 
 log = logging.getLogger("picobridge.discord")
 
-Acknowledge = Callable[[discord.Message], Awaitable[None]]
+# The message is stored: react to it, and tell its sender which files did not come through.
+Acknowledge = Callable[[discord.Message, tuple[str, ...]], Awaitable[None]]
 
 
 class Intake:
@@ -51,13 +52,24 @@ class Intake:
         parsed = parse(message, self.me, self._settings.allow_bots)
         if parsed is None or not await self._for_us(parsed):
             return None
-        inbound = await self._normalised(message, parsed)
+        inbound, refused = await self._normalised(message, parsed)
         result = await self._stored(lambda: self._bridge.submit(inbound))
         assert isinstance(result, SubmitResult)
         if result is SubmitResult.ACCEPTED:
-            await self._acknowledge(message)
+            await self._acknowledge(message, refused)
         await self._stored(lambda: self._seen.saw(str(parsed.channel_id), str(message.id)))
         return result
+
+    async def edited(self, message: discord.Message) -> None:
+        """A message was edited: if it still waits for its turn, the agent gets the new text
+        (once answered, an edit changes nothing)."""
+        parsed = parse(message, self.me, self._settings.allow_bots)
+        if parsed is None or not await self._for_us(parsed):
+            return
+        text = normalise(message, parsed).text
+        if await self._stored(lambda: self._bridge.update_queued(PLATFORM, str(message.id),
+                                                                  text)):
+            log.info("queued Discord message %s updated by an edit", message.id)
 
     async def _for_us(self, parsed: Parsed) -> bool:
         if parsed.guild_id is not None and not self._settings.serves_guild(parsed.guild_id):
@@ -68,7 +80,8 @@ class Intake:
             return bool(await self._stored(lambda: self._bridge.knows_chat(parsed.chat)))
         return False
 
-    async def _normalised(self, message: discord.Message, parsed: Parsed) -> InboundMessage:
+    async def _normalised(self, message: discord.Message, parsed: Parsed
+                          ) -> tuple[InboundMessage, tuple[str, ...]]:
         attachments: list[Attachment] = []
         refused: list[str] = []
         # Strangers' files are not fetched: the bridge refuses them anyway, and downloading
@@ -82,7 +95,7 @@ class Intake:
                     refused.append(str(exc))
                 except TimeoutError:
                     refused.append(f"{attachment.filename!r} took too long to download")
-        return normalise(message, parsed, tuple(attachments), tuple(refused))
+        return normalise(message, parsed, tuple(attachments), tuple(refused)), tuple(refused)
 
     async def _stored(self, call: Callable[[], Awaitable[object]]) -> object:
         backoff = Backoff(1.0, cap=30.0)

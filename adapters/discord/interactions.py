@@ -93,8 +93,10 @@ class Interactions:
         data: dict[str, Any] = dict(interaction.data or {})
         if interaction.type is discord.InteractionType.application_command:
             await self._ack(interaction, DEFERRED_MESSAGE, {"flags": EPHEMERAL})
+            line = " ".join([f"/{data.get('name', '')}", *(
+                str(o.get("value")) for o in data.get("options") or () if o.get("value"))])
             self._serial.run(interaction.channel_id or 0,
-                             lambda: self._command(interaction, str(data.get("name", ""))))
+                             lambda: self._command(interaction, line))
         elif interaction.type is discord.InteractionType.component:
             await self._ack(interaction, DEFERRED_UPDATE)
             self._serial.run(interaction.channel_id or 0,
@@ -109,7 +111,7 @@ class Interactions:
             body["data"] = data
         await self._client.http.request(route, json=body)
 
-    async def _command(self, interaction: discord.Interaction, name: str) -> None:
+    async def _command(self, interaction: discord.Interaction, line: str) -> None:
         guild = interaction.guild_id
         try:
             if guild is not None and not self._settings.serves_guild(str(guild)):
@@ -120,7 +122,7 @@ class Interactions:
             user = interaction.user
             await self._bridge.submit(InboundMessage(
                 chat=chat, sender_id=str(user.id),
-                sender_name=getattr(user, "global_name", None) or user.name, text=f"/{name}",
+                sender_name=getattr(user, "global_name", None) or user.name, text=line,
                 platform_message_id=f"interaction-{interaction.id}",
                 chat_kind="private" if guild is None else "group"))
         except StorageUnavailable:

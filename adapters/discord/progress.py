@@ -29,10 +29,14 @@ class DiscordProgress:
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, tuple[str, ...]] = {}
 
-    async def received(self, message: discord.Message) -> None:
-        """The message is stored: tell its sender (the acknowledgement Discord has)."""
+    async def received(self, message: discord.Message, refused: tuple[str, ...] = ()) -> None:
+        """The message is stored: tell its sender (the acknowledgement Discord has), and
+        which of its files did not come through (the agent is told too)."""
         if self._received:
             await self._react(message.channel.id, message.id, self._received)
+        if refused:
+            with contextlib.suppress(discord.HTTPException, OSError):
+                await message.reply("\n".join(refused)[:2000], mention_author=False)
 
     def turn_started(self, chat: ChatRef, message_ids: tuple[str, ...]) -> None:
         self._turns[chat.key] = message_ids

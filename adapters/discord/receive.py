@@ -42,6 +42,17 @@ class Receiver:
         """A message from the gateway: queued behind its channel's earlier ones."""
         self._serial.run(message.channel.id, lambda: self._take(message))
 
+    def edited(self, message: discord.Message) -> None:
+        """An edit from the gateway, in its channel's queue behind the message itself."""
+        self._serial.run(message.channel.id, lambda: self._edit(message))
+
+    async def _edit(self, message: discord.Message) -> None:
+        try:
+            await self._intake.edited(message)
+        except Exception as exc:
+            log.error("an edit of Discord message %s could not be applied (%s)", message.id,
+                      exc.__class__.__name__, exc_info=log.isEnabledFor(logging.DEBUG))
+
     async def _take(self, message: discord.Message) -> None:
         try:
             await self._intake.take(message)

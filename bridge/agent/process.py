@@ -111,7 +111,7 @@ class AgentProcess:
 
     def kill_tree(self, sig: int = signal.SIGKILL) -> int:
         """Signal the agent and everything it started; returns how many processes."""
-        return kill_marked(self.pid, self.marker, sig)
+        return kill_marked(self.pid, self.marker, sig, leader_gone=self._exited.is_set())
 
     def release(self) -> None:
         """Drop the pipes (a grandchild may hold their other ends forever)."""
@@ -158,21 +158,28 @@ def _carries(pid: int, marker: bytes) -> bool:
         return False
 
 
-def kill_marked(leader: int, marker: str, sig: int = signal.SIGKILL) -> int:
-    """Signal the agent's session and every process carrying its marker."""
+def kill_marked(leader: int, marker: str, sig: int = signal.SIGKILL, *,
+                leader_gone: bool = False) -> int:
+    """Signal the agent's session and every process carrying its marker.
+
+    Once the agent itself has been reaped (`leader_gone`), its pid, and the id of its session
+    and group with it, may already be another process's: pids wrap at 32768 on many systems,
+    and a busy one (a test suite in parallel) gets there in minutes. Then only the processes
+    carrying the marker are signalled, never "the leader" or "its session"."""
     needle = f"{MARKER_VAR}={marker}".encode()
     me = os.getpid()
-    targets = {leader}
+    targets = set() if leader_gone else {leader}
     with contextlib.suppress(OSError):
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == me:
                 continue
             pid = int(entry)
-            if _session_of(pid) == leader or _carries(pid, needle):
+            if (not leader_gone and _session_of(pid) == leader) or _carries(pid, needle):
                 targets.add(pid)
     sent = 0
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(leader, sig)  # also what the group forks while /proc is read
+    if not leader_gone:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(leader, sig)  # also what the group forks while /proc is read
     for pid in targets:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)

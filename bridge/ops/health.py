@@ -178,7 +178,11 @@ def apply_snapshot(metrics: Metrics, snap: HealthSnapshot) -> None:
     metrics.set_outbox(snap.outbox_pending, snap.oldest_undelivered_age_seconds)
     metrics.set_agent_up(snap.agent_up)
     for worker in snap.workers:
-        metrics.set_worker(worker.name, up=worker.state == READY, busy=worker.busy)
+        metrics.set_worker(worker.name, up=worker.state == READY, busy=worker.busy,
+                           agent=worker.agent)
+    for agent in {w.agent for w in snap.workers}:
+        metrics.set_agent_ready(agent, any(w.state == READY for w in snap.workers
+                                           if w.agent == agent))
 
 
 async def take_snapshot(snapshot: SnapshotFn,

@@ -21,6 +21,7 @@ from picobridge.core.stats import HistogramSnapshot
 
 PREFIX = "picobridge_"
 PLATFORMS = ("telegram", "slack")
+WORKER_LABELS = ["worker", "agent"]
 # contract.Outcome values.
 OUTCOMES = ("done", "failed", "requeued")
 
@@ -75,11 +76,12 @@ class Metrics:
                               ["outcome"], registry=self.registry)
         self._restarts = Counter(f"{PREFIX}agent_restarts_total",
                                  "Agent process restarts, all workers", registry=self.registry)
+        # Workers carry the named agent whose pool they are in (`agent`).
         self._worker_restarts = Counter(f"{PREFIX}worker_restarts_total",
-                                        "Agent process restarts per worker", ["worker"],
+                                        "Agent process restarts per worker", WORKER_LABELS,
                                         registry=self.registry)
         self._worker_turns = Counter(f"{PREFIX}worker_turns_total",
-                                     "Agent turns answered per worker", ["worker"],
+                                     "Agent turns answered per worker", WORKER_LABELS,
                                      registry=self.registry)
         self._latency = _TurnLatency()
         self.registry.register(self._latency)
@@ -91,10 +93,13 @@ class Metrics:
             "Age of the oldest message without a delivered reply (0 when there is none)",
         )
         self._agent_up = self._gauge("agent_up", "1 while at least one agent worker is ready")
+        self._agent_ready = Gauge(f"{PREFIX}agent_ready",
+                                  "1 while the named agent has a ready worker", ["agent"],
+                                  registry=self.registry)
         self._worker_up = Gauge(f"{PREFIX}worker_up", "1 while the worker's agent is ready",
-                                ["worker"], registry=self.registry)
+                                WORKER_LABELS, registry=self.registry)
         self._worker_busy = Gauge(f"{PREFIX}worker_busy", "Turns running on the worker",
-                                  ["worker"], registry=self.registry)
+                                  WORKER_LABELS, registry=self.registry)
         self._dead = Gauge(f"{PREFIX}dead_letters", "Messages (kind=message) and replies "
                            "(kind=reply) that failed for good: `picobridge failed list`",
                            ["kind"], registry=self.registry)
@@ -126,9 +131,11 @@ class Metrics:
     def sync_turn_latency(self, histogram: HistogramSnapshot) -> None:
         self._latency.latest = histogram
 
-    def sync_worker(self, worker: str, restarts: int, turns: int) -> None:
-        self._worker_restarts.labels(worker).inc(self._delta(f"restarts:{worker}", restarts))
-        self._worker_turns.labels(worker).inc(self._delta(f"wturns:{worker}", turns))
+    def sync_worker(self, worker: str, restarts: int, turns: int,
+                    agent: str = "default") -> None:
+        self._worker_restarts.labels(worker, agent).inc(
+            self._delta(f"restarts:{worker}", restarts))
+        self._worker_turns.labels(worker, agent).inc(self._delta(f"wturns:{worker}", turns))
         total = sum(v for k, v in self._synced.items() if k.startswith("restarts:"))
         self._restarts.inc(self._delta("agent_restarts", total))
 
@@ -155,9 +162,12 @@ class Metrics:
     def set_agent_up(self, up: bool) -> None:
         self._agent_up.set(1 if up else 0)
 
-    def set_worker(self, worker: str, *, up: bool, busy: int) -> None:
-        self._worker_up.labels(worker).set(1 if up else 0)
-        self._worker_busy.labels(worker).set(busy)
+    def set_worker(self, worker: str, *, up: bool, busy: int, agent: str = "default") -> None:
+        self._worker_up.labels(worker, agent).set(1 if up else 0)
+        self._worker_busy.labels(worker, agent).set(busy)
+
+    def set_agent_ready(self, agent: str, ready: bool) -> None:
+        self._agent_ready.labels(agent).set(1 if ready else 0)
 
     # -- exposition ------------------------------------------------------------------------
 

@@ -99,7 +99,7 @@ def sync_metrics(sources: Sources, metrics: Metrics, router: RouterStats) -> Non
     metrics.sync_turn_totals(router.outcomes)
     metrics.sync_turn_latency(router.turn_seconds)
     for worker in sources.workers():
-        metrics.sync_worker(worker.name, worker.restarts, worker.turns)
+        metrics.sync_worker(worker.name, worker.restarts, worker.turns, worker.agent)
 
 
 def watchdog_healthy(sources: Sources, now: Callable[[], float] = time.monotonic) -> bool:

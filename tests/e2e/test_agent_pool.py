@@ -332,7 +332,8 @@ async def test_a_worker_that_cannot_start_leaves_the_others_serving(tmp_path: Pa
     assert any("worker broken" in warning for warning in health["warnings"]), body
     states = {w["name"]: w["state"] for w in health["agent"]["workers"]}
     assert states["good1"] == states["good2"] == "ready" and states["broken"] != "ready"
-    up = dict(re.findall(r'^picobridge_worker_up\{worker="(\w+)"\} (\S+)$', metrics, re.M))
+    up = dict(re.findall(r'^picobridge_worker_up\{agent="default",worker="(\w+)"\} (\S+)$',
+                         metrics, re.M))
     assert {name: float(v) for name, v in up.items()} == {"good1": 1, "broken": 0, "good2": 1}
     # Both good workers took turns; the broken one none.
     assert len({pid for pid, _ in receipts(journal(tmp_path).entries())}) == 2

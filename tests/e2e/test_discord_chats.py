@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from picobridge.contract import listed_commands
 from tests.e2e.discord_support import discord_config, online
 from tests.fakes.discord import DEFAULT_USER, OTHER_USER, STRANGER, FakeDiscord
 from tests.harness import AgentJournal, Daemon
@@ -40,8 +41,8 @@ async def test_guilds_outside_the_policy_are_not_answered(tmp_path: Path) -> Non
             fake.say(here, "hello from here", mention=True)
             await fake.wait_for_reply(here, "echo: alice: hello from here")
             # Slash commands registered in the served guild (and DMs', globally).
-            assert [c["name"] for c in fake.commands[served]] == ["new", "status", "stop",
-                                                                  "help"]
+            assert [c["name"] for c in fake.commands[served]] == [
+                c.name for c in listed_commands()]
         assert fake.messages_in(elsewhere) == []
         contents = [m["content"] for m in AgentJournal(tmp_path / "agent").messages()]
         assert contents == ["alice: hello from here"]
@@ -88,6 +89,9 @@ async def test_slash_commands_are_answered_within_the_deadline_to_their_user_onl
             fake.slash("help", stranger_dm, STRANGER)
             refused = await fake.wait_for_reply(stranger_dm, "picobridge access allow")
             assert refused.via_interaction
+            # What follows a command comes in its option.
+            fake.slash("agent", dm, text="default")
+            await fake.wait_for_reply(dm, "already talks to the agent default")
             fake.dm("after new")
             await fake.wait_for_reply(dm, "echo: after new")
         for interaction in (status, new):

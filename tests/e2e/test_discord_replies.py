@@ -56,13 +56,23 @@ async def test_429s_are_waited_out_and_replies_keep_their_order(tmp_path: Path) 
             for word in ("two", "three", "four"):
                 fake.dm(word)
             await fake.wait_for_reply(dm, "four")
+            # A 502 (discord.py tries again) and a dropped connection (the outbox tries again):
+            # each reply arrives once all the same.
+            fake.fail_next("create_message", 502)
+            fake.dm("five")
+            await fake.wait_for_reply(dm, "five")
+            fake.disconnect_next("create_message")
+            fake.dm("six")
+            await fake.wait_for_reply(dm, "six")
+        statuses = [c.status for c in fake.calls_to("create_message")]
+        assert 502 in statuses and 0 in statuses
         limited = [c for c in fake.calls_to("create_message") if c.status == 429]
         assert len(limited) == 2
         # Nobody came back before the wait was over (Discord would have answered 429 again).
         assert fake.early_retries == []
         words = " ".join(m.content for m in fake.messages_in(dm))
-        assert [w for w in words.split() if w in ("one", "two", "three", "four")] == [
-            "one", "two", "three", "four"]
+        assert [w for w in words.split() if w in ("one", "two", "three", "four", "five", "six")
+                ] == ["one", "two", "three", "four", "five", "six"]
 
 
 async def test_files_in_are_downloaded_for_the_agent_and_too_big_ones_refused(
@@ -79,12 +89,20 @@ async def test_files_in_are_downloaded_for_the_agent_and_too_big_ones_refused(
             fake.dm("and this", files=(("big.bin", b"\0" * 5000, "application/octet-stream"),))
             refused = await fake.wait_for_reply(dm, "could not be received")
             assert "big.bin" in refused.content
-        first, second = AgentJournal(tmp_path / "agent").messages()
+            # The sender hears it at once, not only through the agent.
+            told = await fake.wait_for_reply(dm, "The file 'big.bin' is")
+            assert told.reference is not None
+            # A size declared too small: the download stops at the limit.
+            fake.dm("and that", files=(("liar.bin", b"\1" * 50_000, "application/octet-stream"),),
+                    declared_size=100)
+            told = await fake.wait_for_reply(dm, "The file 'liar.bin' is 48 KB")
+            assert "up to 3 KB" in told.content
+        first, second, third = AgentJournal(tmp_path / "agent").messages()
         assert first["attachments"] == [{"name": "notes.txt",
                                          "content": "line one\nline two\n"}]
-        assert "attachments" not in second
+        assert "attachments" not in second and "attachments" not in third
         # The big file was refused by its declared size, before any download.
-        assert len(fake.calls_to("download")) == 1
+        assert len(fake.calls_to("download")) == 2
 
 
 async def test_files_from_the_agent_arrive_with_the_text(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ crash-looping or hung never holds up the other's chats, and /healthz says degrad
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import urllib.error
@@ -96,12 +97,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def healthz(port: int) -> tuple[int, dict[str, Any]]:
+def get(port: int, path: str) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
-            return r.status, json.loads(r.read())
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read()
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        return exc.code, exc.read()
+
+
+async def healthz(port: int) -> tuple[int, dict[str, Any]]:
+    # In a thread: the fake platform serves the daemon from this test's event loop.
+    status, body = await asyncio.to_thread(get, port, "/healthz")
+    return status, json.loads(body)
 
 
 async def test_a_crash_looping_agent_holds_up_only_its_own_chats(tmp_path: Path) -> None:
@@ -119,13 +126,17 @@ async def test_a_crash_looping_agent_holds_up_only_its_own_chats(tmp_path: Path)
                 await reply_containing(fake, USER, f"family {n}")
             assert all(m.text.startswith("[family] echo: ") for m in fake.sent_messages(USER)
                        if m.text)
-            status, body = healthz(port)
+            status, body = await healthz(port)
             assert status == 200 and body["status"] == "degraded"
             assert "agent coder is down: its chats wait" in body["warnings"] or any(
                 "worker coder/w1" in w for w in body["warnings"])
             assert body["agent"]["agents"]["default"]["state"] == "ready"
             assert body["agent"]["agents"]["coder"]["state"] != "ready"
             assert not replies(fake, OTHER_USER, "echo")  # it waits for its agent, kept
+            metrics = (await asyncio.to_thread(get, port, "/metrics"))[1].decode()
+            assert 'picobridge_agent_ready{agent="default"} 1.0' in metrics
+            assert 'picobridge_agent_ready{agent="coder"} 0.0' in metrics
+            assert 'picobridge_worker_up{agent="coder",worker="coder/w1"} 0.0' in metrics
         code, out, _ = await run_cli("sessions", "list", "--config", str(config))
         assert code == 0 and f"telegram:{OTHER_USER}" in out and "1 waiting" in out
 

@@ -4,6 +4,8 @@ channels, the slash command catalogue, the token shape."""
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 
 import pytest
 from discord.http import Route
@@ -74,6 +76,8 @@ def test_the_slash_commands_come_from_the_bridge_catalogue() -> None:
     commands = catalogue(in_dms=True)
     assert [c["name"] for c in commands] == [c.name for c in listed_commands()]
     assert [c["name"] for c in commands][:3] == ["new", "status", "stop"]
+    assert all(c["options"][0]["type"] == 3 and not c["options"][0]["required"]
+               for c in commands)
     assert all(1 <= len(c["description"]) <= 100 and c["description"][0].isupper()
                for c in commands)
 
@@ -89,3 +93,11 @@ def test_token_and_user_id_shapes() -> None:
     assert platform.user_id_problem("alice") is not None
     with pytest.raises(ValueError, match="numbers written as strings"):
         DiscordSettings(allowed_users=["@alice"])
+
+
+def test_the_invite_url_asks_for_the_permissions_the_docs_list() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "discord.md").read_text("utf-8")
+    (asked,) = set(re.findall(r"permissions=(\d+)", doc))
+    listed = [int(v) for v in re.findall(r"^\| [A-Z][^|]+ \| (\d+) \|", doc, flags=re.M)]
+    assert len(listed) == 7 and sum(listed) == int(asked)
+    assert all(v & (v - 1) == 0 for v in listed)  # each one permission bit

@@ -15,7 +15,7 @@ SUFFIXES = ("_bucket", "_count", "_sum", "_created")
 
 
 def exported_families() -> set[str]:
-    text = Metrics(["telegram", "slack"]).render().decode()
+    text = Metrics(["telegram", "slack", "matrix", "discord"]).render().decode()
     names = set(re.findall(r"^# TYPE (picobridge_\w+) ", text, flags=re.M))
     # prometheus_client also exports each counter's creation time; nothing to chart.
     return {n for n in names if not n.endswith("_created")}
@@ -64,3 +64,13 @@ def test_it_imports_with_a_data_source_choice() -> None:
             assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
             assert all('instance=~"$instance"' in t["expr"] for t in panel["targets"])
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+def test_per_platform_panels_follow_the_platform_variable() -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    names = [v["name"] for v in dashboard["templating"]["list"]]
+    assert "platform" in names
+    per_platform = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])
+                    if "by (platform)" in t["expr"]]
+    assert per_platform
+    assert all('platform=~"$platform"' in expr for expr in per_platform)

@@ -239,8 +239,9 @@ async def test_metrics_exposition_with_fresh_gauges(client: Client) -> None:
     assert values[("picobridge_outbox_pending", ())] == 2
     assert values[("picobridge_oldest_undelivered_age_seconds", ())] == pytest.approx(12.345)
     assert values[("picobridge_agent_up", ())] == 1
-    assert values[("picobridge_worker_up", (("worker", "w1"),))] == 1
-    assert values[("picobridge_worker_busy", (("worker", "w1"),))] == 1
+    assert values[("picobridge_worker_up", (("agent", "default"), ("worker", "w1")))] == 1
+    assert values[("picobridge_worker_busy", (("agent", "default"), ("worker", "w1")))] == 1
+    assert values[("picobridge_agent_ready", (("agent", "default"),))] == 1
 
 
 async def test_metrics_still_served_when_the_snapshot_fails(client: Client) -> None:

@@ -71,8 +71,8 @@ def test_totals_count_per_label() -> None:
     assert value(metrics, "picobridge_duplicates_total", platform="telegram") == 1
     assert value(metrics, "picobridge_denied_total", platform="slack") == 1
     assert value(metrics, "picobridge_agent_restarts_total") == 1
-    assert value(metrics, "picobridge_worker_restarts_total", worker="w1") == 1
-    assert value(metrics, "picobridge_worker_turns_total", worker="w1") == 4
+    assert value(metrics, "picobridge_worker_restarts_total", worker="w1", agent="default") == 1
+    assert value(metrics, "picobridge_worker_turns_total", worker="w1", agent="default") == 4
 
 
 def test_turns_and_the_routers_latency_histogram() -> None:

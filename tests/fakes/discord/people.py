@@ -74,23 +74,28 @@ class DiscordPeople(DiscordGateway):
     # ---- messages --------------------------------------------------------------------------------
 
     def dm(self, text: str, user: str = DEFAULT_USER, *,
-           files: tuple[tuple[str, bytes, str], ...] = ()) -> JSON:
+           files: tuple[tuple[str, bytes, str], ...] = (),
+           declared_size: int | None = None) -> JSON:
         """``user`` writes to the bot in their DM."""
-        return self.say(self.dm_channel(user).id, text, user, files=files)
+        return self.say(self.dm_channel(user).id, text, user, files=files,
+                        declared_size=declared_size)
 
     def say(self, channel_id: str, text: str, user: str = DEFAULT_USER, *,
             mention: bool = False, reply_to: str | None = None,
-            files: tuple[tuple[str, bytes, str], ...] = (), deliver: bool = True) -> JSON:
+            files: tuple[tuple[str, bytes, str], ...] = (), deliver: bool = True,
+            declared_size: int | None = None) -> JSON:
         """``user`` writes in a channel (``mention``: "@bot " is put in front). With
         ``deliver`` False the message is only in the channel's history (sent while no
-        gateway session was up)."""
+        gateway session was up). ``declared_size`` puts another size than the files' in the
+        payload (a client must not trust it)."""
         channel = self.channels[channel_id]
         content = f"<@{self.bot_id}> {text}" if mention else text
         attachments = []
         for name, data, mime in files:
             key = f"{self.ids.next()}-{name}"
             self.files[key] = (mime, data)
-            attachments.append({"id": self.ids.next(), "filename": name, "size": len(data),
+            size = len(data) if declared_size is None else declared_size
+            attachments.append({"id": self.ids.next(), "filename": name, "size": size,
                                 "content_type": mime, "url": f"{self.url}/attachments/{key}",
                                 "proxy_url": f"{self.url}/attachments/{key}"})
         mentions = [self.bot_id] if mention else []
@@ -105,6 +110,15 @@ class DiscordPeople(DiscordGateway):
         channel.messages[payload["id"]] = payload
         if deliver:
             self.dispatch("MESSAGE_CREATE", self._as_seen(payload))
+        return payload
+
+    def edit(self, channel_id: str, message_id: str, text: str) -> JSON:
+        """The author edits their message (a mention stays a mention)."""
+        payload = self.channels[channel_id].messages[message_id]
+        mention = f"<@{self.bot_id}> " if payload["content"].startswith(f"<@{self.bot_id}>") \
+            else ""
+        payload.update(content=mention + text, edited_timestamp=iso_now())
+        self.dispatch("MESSAGE_UPDATE", self._as_seen(payload))
         return payload
 
     def _as_seen(self, payload: JSON) -> JSON:
@@ -126,12 +140,17 @@ class DiscordPeople(DiscordGateway):
 
     # ---- interactions ----------------------------------------------------------------------------
 
-    def slash(self, name: str, channel_id: str, user: str = DEFAULT_USER) -> Interaction:
-        """``user`` runs /name in a channel (a DM channel or a guild's)."""
+    def slash(self, name: str, channel_id: str, user: str = DEFAULT_USER,
+              text: str | None = None) -> Interaction:
+        """``user`` runs /name in a channel (a DM channel or a guild's), with ``text`` in
+        its option when given."""
         channel = self.channels[channel_id]
         command = next((c for cs in self.commands.values() for c in cs if c["name"] == name),
                        None)
-        data = {"id": command["id"] if command else self.ids.next(), "name": name, "type": 1}
+        data: JSON = {"id": command["id"] if command else self.ids.next(), "name": name,
+                      "type": 1}
+        if text is not None:
+            data["options"] = [{"name": "text", "type": 3, "value": text}]
         return self._interact(2, channel, user, data)
 
     def click(self, message: SentMessage, custom_id: str, user: str = DEFAULT_USER,

@@ -1,0 +1,75 @@
+"""Files and voice, the remaining paths end to end: the console chat with the echo agent's
+`sendfile`, files in a Telegram forum topic through flood control, a Slack audio clip
+transcribed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.media_support import PDF, PNG, put, script_reply
+from tests.e2e.slack_support import slack_config
+from tests.e2e.telegram_support import USER, started, telegram_config
+from tests.e2e.test_voice import SPOKEN, transcribe
+from tests.fakes.slack import FakeSlack
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config
+
+FORUM = -1001234567890
+
+
+async def test_the_console_prints_where_the_echo_agents_files_are(tmp_path: Path) -> None:
+    config = write_config(tmp_path, base_config(tmp_path))
+    code, out, err = await run_cli("chat", "--echo", "--config", str(config),
+                                   stdin=b"sendfile chart\n")
+    assert code == 0, err[-2000:]
+    text, *files = out.split("\n")[:-1]
+    assert text == ("Here is chart.png, sent through `attachments`, and media-chart.png "
+                    "through a MEDIA: line.")
+    assert [line.split(" (")[0] for line in files] == ["📎 chart.png", "📎 media-chart.png"]
+    for line in files:
+        assert "(image/png, " in line
+        path = Path(line.rsplit(": ", 1)[1])
+        assert path.is_relative_to(tmp_path / "state" / "media" / "outbound")
+        assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")  # noqa: ASYNC240
+
+
+async def test_files_go_to_the_forum_topic_and_wait_out_flood_control(tmp_path: Path) -> None:
+    put(tmp_path, "a.png", PNG)
+    put(tmp_path, "b.pdf", PDF)
+    directive = script_reply(tmp_path, "topic", "In the topic.\nMEDIA: a.png\nMEDIA: b.pdf")
+    async with FakeTelegram() as fake:
+        fake.add_chat(FORUM, "supergroup", is_forum=True)
+        name = fake.bot_user["username"]
+        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
+            await started(daemon, fake)
+            fake.fail_next("sendDocument", 429, retry_after=1)
+            fake.user_message(FORUM, USER, f"@{name} files here {directive}",
+                              message_thread_id=7, is_topic_message=True)
+            await fake.wait_for(lambda: len(fake.sent_files(FORUM)) >= 2, "both files",
+                                timeout=30)
+            await daemon.wait_for_log(r"retry after 1s|flood control")
+    photo, document = fake.sent_files(FORUM)
+    assert (photo.kind, document.kind) == ("photo", "document")
+    assert {photo.message_thread_id, document.message_thread_id} == {7}
+    assert photo.caption == "In the topic." and photo.reply_to_message_id is not None
+    assert document.file is not None and document.file.data == PDF
+    assert len(fake.calls_to("sendPhoto")) == 1  # the photo went once, before the 429
+    assert len(fake.calls_to("sendDocument")) == 2
+
+
+async def test_a_slack_audio_clip_is_transcribed(tmp_path: Path) -> None:
+    async with FakeSlack() as fake:
+        config = slack_config(tmp_path, fake,
+                              sections={"voice": {"transcribe_command": transcribe()}})
+        async with Daemon(config):
+            await fake.wait_for_socket()
+            clip = fake.add_file(SPOKEN, "audio_message.webm", "audio/webm")
+            clip["duration_ms"] = 4200
+            clip["subtype"] = "slack_audio"
+            event = fake.file_share_message([clip])
+            await fake.send_event(event)
+            await fake.wait_for_message(channel=event["channel"], predicate=lambda m:
+                                        "hello from the voice note" in m.text, timeout=20)
+    (message,) = AgentJournal(tmp_path / "agent").messages()
+    assert message["content"].startswith("[Voice message, 4 s, transcribed] transcript of ")
+    assert message["content"].endswith("hello from the voice note")
