@@ -161,7 +161,8 @@ class TelegramAdapter(Adapter):
                 bridge.fatal(PLATFORM, "telegram.mode = 'webhook' needs http.listen")
                 return
             receiver = WebhookReceiver(self._dispatcher, self._webhook_secret(),
-                                       lambda: bot if self._ready.is_set() else None)
+                                       lambda: bot if self._ready.is_set() else None,
+                                       lambda: bridge.heard_from(PLATFORM))
             app.router.add_post(self._cfg.webhook_path, receiver.handle)
         # Supervised: whatever ends the loop is logged and the loop starts again (it goes on
         # where it was), and one that keeps failing makes the daemon unhealthy.

@@ -40,6 +40,16 @@ class BridgeLink(Protocol):
         """Adapters report their platform connection state (health, watchdog)."""
         ...
 
+    def heard_from(self, platform: str) -> None:
+        """The platform delivered something (an event, a completed poll, the answer to a
+        ping): the connection is alive, not only up (inbound liveness)."""
+        ...
+
+    def silence(self, platform: str, seconds: float | None) -> None:
+        """The platform's connection reports up but has carried nothing for `seconds` (None:
+        it speaks again); /healthz shows the platform degraded meanwhile."""
+        ...
+
     def http_app(self) -> web.Application | None:
         """The daemon's local HTTP server (`http.listen`), None when it is off.
 

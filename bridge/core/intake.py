@@ -29,6 +29,7 @@ from picobridge.core.access import AccessPolicy, denial_text
 from picobridge.core.command_reply import CommandReply
 from picobridge.core.commands import Commands, parse_command
 from picobridge.core.dialogs import Dialogs
+from picobridge.core.liveness import Liveness
 from picobridge.core.outbox import Outbox
 from picobridge.core.quotas import Quotas, refusal_text
 from picobridge.core.router import Router
@@ -89,10 +90,12 @@ class Intake:
         self._dialogs = dialogs
         self._later: set[asyncio.Task[None]] = set()  # commands answered in the background
         self._quotas = quotas
+        self._liveness = Liveness()
 
     def stats(self) -> IntakeStats:
         return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
-                           dict(self._connections), dict(self._disconnected_since))
+                           dict(self._connections), dict(self._disconnected_since),
+                           self._liveness.ages(), self._liveness.silent())
 
     async def submit(self, message: InboundMessage) -> SubmitResult:
         async with self._storage.writing("receiving a message"):
@@ -330,6 +333,12 @@ class Intake:
     async def set_cursor(self, name: str, value: str) -> None:
         async with self._storage.writing("saving a position"):
             await self._store.set_cursor(name, value)
+
+    def heard_from(self, platform: str) -> None:
+        self._liveness.heard_from(platform)
+
+    def silence(self, platform: str, seconds: float | None) -> None:
+        self._liveness.silence(platform, seconds)
 
     def connection_changed(self, platform: str, connected: bool) -> None:
         if self._connections.get(platform) != connected:

@@ -12,14 +12,11 @@ from tests.e2e.matrix_support import (
     body,
     matrix_config,
     person,
-    synapse,
     synced,
 )
 from tests.harness import Daemon, run_cli
 from tests.synapse.person import Person
 from tests.synapse.server import Synapse
-
-__all__ = ["synapse"]
 
 
 async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> None:
@@ -30,9 +27,10 @@ async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> Non
         await synced(daemon)
         room = await me.create_room([bot.user_id], direct=True)
         await me.wait_joined(room, bot.user_id)
-        asked = await me.say(room, "hello there")
+        asked = await me.say(room, "hello there #slow=1")
+        await me.wait_until(lambda: bot.user_id in me.typing, what="the bot typing")
         answer = await me.wait_for_message(room, bot.user_id, lambda e: "echo" in body(e))
-        assert body(answer) == "echo: hello there"
+        assert body(answer) == "echo: hello there #slow=1"
         # A direct chat needs no quote; the answer is marked done on the question.
         assert "m.relates_to" not in answer["content"]
         reaction = await me.wait_until(lambda: next(

@@ -73,3 +73,21 @@ async def test_a_slack_audio_clip_is_transcribed(tmp_path: Path) -> None:
     (message,) = AgentJournal(tmp_path / "agent").messages()
     assert message["content"].startswith("[Voice message, 4 s, transcribed] transcript of ")
     assert message["content"].endswith("hello from the voice note")
+
+
+async def test_a_streamed_draft_gives_way_to_the_files(tmp_path: Path) -> None:
+    put(tmp_path, "a.png", PNG)
+    gate = tmp_path / "answer-now"
+    directive = script_reply(tmp_path, "drafted", "The picture.\nMEDIA: a.png", hold_until=gate)
+    async with FakeTelegram() as fake, \
+            Daemon(telegram_config(tmp_path, fake, stream=True)) as daemon:
+        await started(daemon, fake)
+        fake.user_message(USER, USER, f"a long thought first {directive}")
+        await fake.wait_for(lambda: fake.sent_messages(USER), "the streamed draft")
+        gate.touch()
+        (photo,) = await fake.wait_for(lambda: fake.sent_files(USER), "the photo", timeout=30)
+        await fake.wait_for(lambda: fake.sent_messages(USER) == [photo],
+                            "only the photo on screen")
+    assert photo.caption == "The picture."
+    drafts = [m for m in fake.sent_messages(USER, include_deleted=True) if m.kind == "text"]
+    assert drafts and all(m.deleted for m in drafts)

@@ -91,6 +91,12 @@ class MemoryBridge:
             asyncio.get_running_loop().create_task(self._notify())
             raise StorageUnavailable(self.unavailable)
 
+    def heard_from(self, platform: str) -> None:
+        pass
+
+    def silence(self, platform: str, seconds: float | None) -> None:
+        pass
+
     def connection_changed(self, platform: str, connected: bool) -> None:
         self.connections.append(connected)
         asyncio.get_running_loop().create_task(self._notify())

@@ -83,6 +83,12 @@ class StubBridge:
     async def set_cursor(self, name: str, value: str) -> None:
         self.cursors[name] = value
 
+    def heard_from(self, platform: str) -> None:
+        pass
+
+    def silence(self, platform: str, seconds: float | None) -> None:
+        pass
+
     def connection_changed(self, platform: str, connected: bool) -> None:
         self.connections.append(connected)
 
