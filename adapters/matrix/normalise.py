@@ -23,12 +23,13 @@ from typing import Any
 
 from picobridge.adapters.matrix.client import Identity
 from picobridge.adapters.matrix.parse import as_dict
-from picobridge.contract import ChatRef, listed_commands
+from picobridge.contract import ALL_COMMANDS, ChatRef
 
 PLATFORM = "matrix"
 FILE_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
 TEXT_TYPES = frozenset({"m.text", "m.emote"})
-TEXT_COMMANDS = frozenset(command.name for command in listed_commands())
+# Any listed chat command, for any agent (the bridge says which its agent lacks).
+TEXT_COMMANDS = frozenset(command.name for command in ALL_COMMANDS if command.listed)
 _SPACES = re.compile(r"[ \t]{2,}")
 # The quote a reply carries in its HTML: the quoted sender's pill is no mention.
 _MX_REPLY = re.compile(r"<mx-reply>.*?</mx-reply>", re.DOTALL)

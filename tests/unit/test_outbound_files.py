@@ -67,8 +67,12 @@ def test_allowed_files_are_kept_under_state_dir_and_typed_by_their_bytes(
         ("voice.ogg", OGG_OPUS, len(OPUS), "")]
     for file in reply.files:
         assert Path(file.path).is_relative_to(store)
-    (work / "chart.jpg").unlink()  # the agent cleans up: the kept copy stays
+    with (work / "voice.ogg").open("r+b") as same:  # the next answer's file, written over
+        same.truncate(0)
+        same.write(b"next")
+    (work / "chart.jpg").unlink()  # the agent cleans up: the kept copies stay
     assert Path(reply.files[0].path).read_bytes() == PNG
+    assert Path(reply.files[2].path).read_bytes() == OPUS
 
 
 def test_files_outside_the_allowed_folders_missing_or_too_large_are_notes(
