@@ -62,6 +62,7 @@ class Candidate:
     needs_reply_to_me: str | None = None
     # Mentioned in a room with more people: the first time, earlier messages go along.
     wants_context: bool = False
+    direct: bool = False  # in a room of the bot and one person
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +206,7 @@ def normalise(room: Room, event: dict[str, Any], me: Identity, *,
         chat=ChatRef(PLATFORM, room.room_id, thread_root(content)), event_id=event_id,
         sender=sender, text=text_of(content, me, prefix),
         sent_at=ts / 1000 if isinstance(ts, int | float) else None,
-        files=tuple(f for f in (file_of(content),) if f is not None))
+        files=tuple(f for f in (file_of(content),) if f is not None), direct=room.direct)
     return _addressed(room, found, content, me)
 
 
