@@ -172,7 +172,8 @@ class RoomIntake:
         return InboundMessage(
             chat=found.chat, sender_id=found.sender, text=text,
             platform_message_id=found.event_id, sender_name=found.sender[1:].split(":")[0],
-            attachments=tuple(attachments), reply_to=found.event_id, sent_at=found.sent_at)
+            attachments=tuple(attachments), reply_to=found.event_id, sent_at=found.sent_at,
+            chat_kind="private" if found.direct else "group")
 
     async def _fetch(self, found: Candidate) -> tuple[list[Attachment], list[str]]:
         attachments: list[Attachment] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
+from picobridge.contract.commands import BridgeCommand
 from picobridge.contract.dialogs import DialogAnswer
 from picobridge.contract.messages import ChatRef, InboundMessage, SubmitResult
 
@@ -74,6 +75,11 @@ class BridgeLink(Protocol):
         """A person answered a question with a button. Returns the answer as the question
         should now show it (buttons off), or None when it does not count: the question is
         closed or unknown, was asked in another chat, or the person is not allowed."""
+        ...
+
+    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+        """The chat commands of `chat`'s agent (None: of the agent chats get by default), in
+        menu order, listed or not: what a command menu or command help offers."""
         ...
 
     async def stop_running(self, name: str) -> None:

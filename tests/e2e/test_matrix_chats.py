@@ -95,6 +95,16 @@ async def test_a_room_hears_mentions_with_context_and_threads_are_sessions(
         assert f"{name}:" not in text.split("The message for you:")[-1]
         assert answer["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
         assert len(alice.messages_from(room, bot.user_id)) == 1
+        # A reply to the bot's message needs no mention; a reply to someone else's does.
+        await alice.say(room, "and bob's?", **{"m.relates_to": {"m.in_reply_to": {
+            "event_id": next(e["event_id"] for e in alice.events[room]
+                             if body(e) == "anyone looking at it?")}}})
+        await alice.say(room, "> <bot> earlier\n\nand then?", **{"m.relates_to": {
+            "m.in_reply_to": {"event_id": answer["event_id"]}}})
+        follow = await alice.wait_for_message(room, bot.user_id,
+                                              lambda e: "and then?" in body(e))
+        assert "and bob's?" not in body(follow)
+        assert not any("and bob's?" in body(e) for e in alice.messages_from(room, bot.user_id))
 
         # A thread under bob's message is a conversation of its own.
         root = next(e["event_id"] for e in alice.events[room]

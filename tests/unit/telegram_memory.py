@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from picobridge.contract import (
+    BridgeCommand,
     ChatRef,
     DialogAnswer,
     InboundMessage,
     StorageUnavailable,
     SubmitResult,
+    catalogue,
 )
 
 
@@ -69,6 +71,9 @@ class MemoryBridge:
 
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
         return False
+
+    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+        return catalogue()
 
     async def knows_chat(self, chat: ChatRef) -> bool:
         return False
