@@ -28,7 +28,7 @@ from picobridge.core.access import AccessPolicy
 from picobridge.core.answers import Answers
 from picobridge.core.choices import SessionChoices
 from picobridge.core.commands import Commands
-from picobridge.core.controls import AgentControls
+from picobridge.core.controls import AgentControls, Exports
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.history import History
 from picobridge.core.intake import Intake
@@ -153,7 +153,8 @@ class AffinityRecorder:
 def build_commands(settings: Settings, store: Store, router: Router, pool: AgentSet,
                    choices: SessionChoices, quotas: Quotas, switch: AgentSwitch) -> Commands:
     models = {name: agent.models for name, agent in settings.named_agents().items()}
-    controls = AgentControls(store, router, choices, models)
+    exports = Exports(settings.state_dir / "exports", outbound_files(settings))
+    controls = AgentControls(store, router, choices, models, exports)
     modes = BusyModes(store, settings.bridge.busy_mode, pool.capabilities)
     router.busy_modes = modes
     handlers = {**controls.handlers(), **History(store).handlers(), **modes.handlers()}

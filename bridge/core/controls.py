@@ -7,8 +7,12 @@ names, by key or id); the levels offered by /think are those of the session's mo
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
 
 from picobridge.agent.port import (
     AgentUnavailable,
@@ -17,7 +21,7 @@ from picobridge.agent.port import (
     ModelChoice,
     SessionSettings,
 )
-from picobridge.contract import ChatRef
+from picobridge.contract import ChatRef, OutboundFile
 from picobridge.core.choices import SessionChoices
 from picobridge.core.command_reply import CommandReply, Handler
 from picobridge.core.router import Router
@@ -25,12 +29,34 @@ from picobridge.store import Store
 
 log = logging.getLogger("picobridge.commands")
 
+
+class Exports:
+    """Where an agent writes a conversation's export (`scratch`), and the bridge's copy of it
+    that the platform gets (kept like an agent's files, media/outbound)."""
+
+    def __init__(self, scratch_dir: Path, files: Keeper) -> None:
+        self._dir = scratch_dir
+        self._files = files
+
+    def scratch(self, session: str) -> Path:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        return (self._dir / f"{session}-{secrets.token_hex(4)}.html").absolute()
+
+    def keep(self, path: Path, name: str) -> OutboundFile:
+        return self._files.keep_bytes(name, path.read_bytes())
+
+
+class Keeper(Protocol):
+    def keep_bytes(self, name: str, data: bytes) -> OutboundFile: ...
+
 UNAVAILABLE = "⚠️ The agent is not available right now; try again in a moment."
 
 
 class AgentControls:
     def __init__(self, store: Store, router: Router, choices: SessionChoices,
-                 allowed_models: Mapping[str, Sequence[str]] | None = None) -> None:
+                 allowed_models: Mapping[str, Sequence[str]] | None = None,
+                 exports: Exports | None = None) -> None:
+        self._exports = exports
         self._store = store
         self._router = router
         self._choices = choices
@@ -138,7 +164,24 @@ class AgentControls:
         return CommandReply(f"✓ Compacted. {result.text}".strip())
 
     async def export(self, argument: str, chat: ChatRef, agent: str) -> CommandReply:
-        return CommandReply("⚠️ /export is not ready yet.")
+        if self._exports is None:
+            return CommandReply("⚠️ /export needs files to be on (attachments).")
+        session = await self._store.current_session(chat, agent)
+        path = await asyncio.to_thread(self._exports.scratch, session)
+        try:
+            await self._router.control(chat, session, agent, ControlKind.EXPORT, str(path))
+            file = await asyncio.to_thread(self._exports.keep, path, f"{session}.html")
+        except ControlFailed as exc:
+            return CommandReply(f"⚠️ The agent could not export this conversation: {exc}")
+        except (AgentUnavailable, TimeoutError):
+            return CommandReply(UNAVAILABLE)
+        except OSError as exc:
+            log.warning("chat=%s: the export of session %s is unreadable (%s)", chat.key,
+                        session, exc.__class__.__name__)
+            return CommandReply("⚠️ The agent's export could not be read.")
+        finally:
+            await asyncio.to_thread(path.unlink, missing_ok=True)
+        return CommandReply("This conversation, as the agent keeps it:", files=(file,))
 
 
 def find_model(models: Sequence[ModelChoice], wanted: str | None) -> ModelChoice | None:
@@ -156,4 +199,4 @@ def find_model(models: Sequence[ModelChoice], wanted: str | None) -> ModelChoice
     return None
 
 
-__all__ = ["AgentControls", "SessionSettings", "find_model"]
+__all__ = ["AgentControls", "Exports", "SessionSettings", "find_model"]

@@ -82,11 +82,13 @@ def _cell(text: object) -> str:
 
 
 def _workers(snap: HealthSnapshot, now: float) -> str:
+    several = len({w.agent for w in snap.workers}) > 1  # named agents: say whose each is
     rows = [[_cell(w.name), f'<td class="state">{_badge(w.state)}</td>', _cell(w.busy),
-             _cell(w.pid or "-"), _cell(_ago(w.last_pong, now)), _cell(w.restarts)]
+             _cell(w.pid or "-"), _cell(_ago(w.last_pong, now)), _cell(w.restarts),
+             *([_cell(w.agent)] if several else [])]
             for w in snap.workers]
     return _table(("worker", "state", "turns running", "pid", "last answered ping",
-                   "restarts"), rows, "No agent worker.")
+                   "restarts", *(["agent"] if several else [])), rows, "No agent worker.")
 
 
 def _platforms(snap: HealthSnapshot, outbox: OutboxStats) -> str:

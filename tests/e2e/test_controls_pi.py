@@ -4,6 +4,9 @@ and the fake LLM recording which model each request names."""
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -148,3 +151,29 @@ async def test_sessions_and_resume_bring_an_earlier_conversation_back(tmp_path: 
     assert lines[3].startswith("✓ Back to the conversation of")
     assert lines[4] == "You said: first words here"
     assert "“first words here”, 2 messages ← current" in lines[-1]
+
+
+def session_data(html: bytes) -> dict[str, object]:
+    """The conversation inside pi's HTML export (base64 JSON in a script element)."""
+    match = re.search(rb'<script id="session-data" type="application/json">([^<]*)</script>',
+                      html)
+    assert match is not None, "no session data in the export"
+    return dict(json.loads(base64.b64decode(match[1])))
+
+
+async def test_export_sends_the_conversation_as_an_html_file(tmp_path: Path, pi: Path) -> None:
+    async with FakeLLM() as llm, FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake, agent=pi_agent_settings(tmp_path, llm, pi))
+        async with Daemon(config) as daemon:
+            await started(daemon, fake)
+            await answered(fake, llm, USER, "remember the blue door")
+            fake.user_message(USER, USER, "/export")
+            await fake.wait_for(lambda: any(m.document for m in fake.sent_messages(USER)),
+                                "the export as a document", 60)
+        assert "Traceback" not in daemon.log
+    (sent,) = [m for m in fake.sent_messages(USER) if m.document]
+    assert sent.document is not None
+    assert sent.document.file_name is not None and sent.document.file_name.endswith(".html")
+    assert "remember the blue door" in json.dumps(session_data(sent.document.data))
+    # The scratch copy pi wrote is gone; the bridge's copy is what was sent.
+    assert list((tmp_path / "state" / "exports").glob("*.html")) == []
