@@ -308,3 +308,21 @@ class AgentJournal:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}")
             await asyncio.sleep(0.05)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 free a moment ago, for a config's http.listen (the daemon's own
+    `run` tries again for a while should another test take it meanwhile)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def proc_status_kib(pid: int, field: str) -> int:
+    """A kB figure of /proc/PID/status (VmRSS, VmHWM, ...)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")

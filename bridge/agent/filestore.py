@@ -67,7 +67,7 @@ def _keep(source: Path, target: Path) -> None:
     # the copy's age, which retention counts, is the reply's. (copyfile uses sendfile(2):
     # a file at the 50 MB limit takes tens of milliseconds.)
     shutil.copyfile(source, target)
-    os.chmod(target, 0o640)
+    os.chmod(target, FILE_MODE)
 
 
 class OutboundFiles:
@@ -98,10 +98,9 @@ class OutboundFiles:
         """A file the bridge made itself (a spoken answer), kept like an agent's."""
         display = safe_name(name)
         folder = self._store_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / display
+        target = private_dir(folder) / display
         target.write_bytes(data)
-        os.chmod(target, 0o640)
+        os.chmod(target, FILE_MODE)
         return OutboundFile(name=display, path=str(target), mime=file_type(data[:HEAD_BYTES],
                                                                           display),
                             size=len(data))

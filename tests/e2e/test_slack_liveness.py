@@ -7,21 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import urllib.request
 from pathlib import Path
 
 from tests.e2e.slack_support import reply_to, slack_config
 from tests.fakes.slack import FakeSlack
-from tests.harness import Daemon
+from tests.harness import Daemon, free_port
 
 SILENCE = 3.0
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -39,7 +33,7 @@ def _last_state(daemon: Daemon) -> str | None:
 
 
 async def test_a_silent_socket_is_replaced_and_shows_as_degraded(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     async with FakeSlack() as fake:
         config = slack_config(tmp_path, fake, silence_timeout=SILENCE,
                               sections={"http": {"listen": f"127.0.0.1:{port}"}})

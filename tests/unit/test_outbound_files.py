@@ -117,3 +117,18 @@ def test_without_a_store_files_are_notes() -> None:
 ])
 def test_a_files_type_is_what_its_bytes_say(head: bytes, name: str, mime: str) -> None:
     assert file_type(head, name) == mime
+
+
+def test_the_kept_copies_are_private(folders: tuple[Path, Path, OutboundFiles]) -> None:
+    work, _, files = folders
+    (work / "a.pdf").write_bytes(PDF)
+    old = os.umask(0)
+    try:
+        (kept,) = files.stage(OutgoingReply("x", files=(
+            OutboundFile("a.pdf", str(work / "a.pdf")),))).files
+        spoken = files.keep_bytes("answer.ogg", OPUS)
+    finally:
+        os.umask(old)
+    for path in (Path(kept.path), Path(spoken.path)):
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert path.parent.stat().st_mode & 0o777 == 0o700
