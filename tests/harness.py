@@ -25,6 +25,11 @@ from typing import Any, Self
 import tomli_w
 
 FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_picobot.py"
+# How long a wait for an event (a log line, an answer) lasts by default. Waits end when the
+# event comes, so a generous bound costs nothing when things work; it only sets how long a
+# broken test takes to fail. The suite runs in parallel, beside other work: at a load of 25
+# on the 2 cores a daemon took over 20 s to connect.
+WAIT = 60.0
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -195,7 +200,7 @@ class Daemon:
     def log(self) -> str:
         return "\n".join(self.log_lines)
 
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 20,
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = WAIT,
                          what: str = "condition") -> None:
         async def wait() -> None:
             async with self._changed:
@@ -213,7 +218,7 @@ class Daemon:
             raise AssertionError(f"daemon exited ({self.returncode}) before {what}; log tail:\n"
                                  + "\n".join(self.log_lines[-40:]))
 
-    async def wait_for_log(self, pattern: str, timeout: float = 20) -> str:
+    async def wait_for_log(self, pattern: str, timeout: float = WAIT) -> str:
         regex = re.compile(pattern)
         found: list[str] = []
 
@@ -300,7 +305,7 @@ class AgentJournal:
     def starts(self) -> list[dict[str, Any]]:
         return [e for e in self.entries() if e.get("event") == "start"]
 
-    async def wait_until(self, predicate: Callable[[Self], bool], timeout: float = 20,
+    async def wait_until(self, predicate: Callable[[Self], bool], timeout: float = WAIT,
                          what: str = "agent journal condition") -> None:
         # The journal is another process's file: there is no event to await, so look often.
         deadline = time.monotonic() + timeout
