@@ -20,14 +20,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config  # noqa: E402
 from tests.fakes.telegram import FakeTelegram  # noqa: E402
-from tests.harness import Daemon  # noqa: E402
-
-
-def status_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1])
-    raise SystemExit(f"no {field} in /proc/{pid}/status")
+from tests.harness import Daemon, proc_status_kib  # noqa: E402
 
 
 async def main(megabytes: int) -> None:
@@ -39,13 +32,13 @@ async def main(megabytes: int) -> None:
             await reply_containing(fake, USER, "echo: warm up")
             assert daemon.proc is not None
             pid = daemon.proc.pid
-            idle = status_kib(pid, "VmRSS")
+            idle = proc_status_kib(pid, "VmRSS")
             Path(f"/proc/{pid}/clear_refs").write_text("5")  # noqa: ASYNC240 (VmHWM from here)
             stored = fake.add_file(b"", "huge.bin", file_size=100,
                                    streamed_size=megabytes * 1024 * 1024)
             fake.user_message(USER, USER, caption="take this", document=stored)
             await reply_containing(fake, USER, "echo: take this", timeout=120)
-            peak = status_kib(pid, "VmHWM")
+            peak = proc_status_kib(pid, "VmHWM")
             await fake.wait_for(lambda: stored.file_path in fake.streamed_bytes)
     sent = fake.streamed_bytes[stored.file_path]
     print(f"idle RSS {idle / 1024:.1f} MB; peak during the lying download {peak / 1024:.1f} MB "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import sys
 import tempfile
@@ -33,16 +32,11 @@ from tests.e2e.flood_support import (  # noqa: E402
 )
 from tests.e2e.telegram_support import USER, reply_containing, telegram_config  # noqa: E402
 from tests.fakes.telegram import FakeTelegram  # noqa: E402
-from tests.harness import Daemon  # noqa: E402
+from tests.harness import Daemon, free_port  # noqa: E402
 
 HEADER_TIMEOUT = 10.0
 BODY_TIMEOUT = 30.0
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def main(connections: int, probes: int) -> None:

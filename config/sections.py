@@ -68,6 +68,8 @@ class AgentSettings(Section):
     restart_budget: PositiveFloat = 300.0
     pool_size: PositiveInt = 1
     workers: list[WorkerSettings] = Field(default_factory=list)
+    # /model offers only these of the agent's models (provider/id or id); empty: all.
+    models: list[str] = Field(default_factory=list)
 
     def workdir_in(self, state_dir: Path) -> Path:
         """The agent's working directory: `agent.workdir`, else `<state_dir>/workspace` (never
@@ -109,6 +111,8 @@ class BridgeSettings(Section):
     max_attempts: PositiveInt = 3
     # Seconds a question of the agent (prime-rpc dialogs) waits for an answer.
     dialog_timeout: PositiveFloat = 300.0
+    # What a message does while its chat's turn runs (/mode changes it per chat).
+    busy_mode: Literal["collect", "steer", "followup", "interrupt"] = "collect"
 
 
 class LimitsSettings(Section):

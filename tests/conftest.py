@@ -35,7 +35,9 @@ import pytest
 from tests.harness import RUN_DIR_VARIABLE
 
 # Most tests wait on subprocesses (the daemon, fake agents) rather than compute, so twice as
-# many workers as cores keep the cores busy: measured, the suite takes FIXME.
+# many workers as cores keep the cores busy. Measured on the 2-core machine while 7 others used
+# it (noisy): the whole suite 25.8 min in one process, 15.6 min with 4 workers; 50 end-to-end
+# tests at a load of 25, 7.0 min with 2 workers and 5.4 min with 4.
 WORKERS_PER_CORE = 2
 
 

@@ -25,6 +25,11 @@ from typing import Any, Self
 import tomli_w
 
 FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_picobot.py"
+# How long a wait for an event (a log line, an answer) lasts by default. Waits end when the
+# event comes, so a generous bound costs nothing when things work; it only sets how long a
+# broken test takes to fail. The suite runs in parallel, beside other work: at a load of 25
+# on the 2 cores a daemon took over 20 s to connect.
+WAIT = 60.0
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -195,7 +200,7 @@ class Daemon:
     def log(self) -> str:
         return "\n".join(self.log_lines)
 
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 20,
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = WAIT,
                          what: str = "condition") -> None:
         async def wait() -> None:
             async with self._changed:
@@ -213,7 +218,7 @@ class Daemon:
             raise AssertionError(f"daemon exited ({self.returncode}) before {what}; log tail:\n"
                                  + "\n".join(self.log_lines[-40:]))
 
-    async def wait_for_log(self, pattern: str, timeout: float = 20) -> str:
+    async def wait_for_log(self, pattern: str, timeout: float = WAIT) -> str:
         regex = re.compile(pattern)
         found: list[str] = []
 
@@ -300,7 +305,7 @@ class AgentJournal:
     def starts(self) -> list[dict[str, Any]]:
         return [e for e in self.entries() if e.get("event") == "start"]
 
-    async def wait_until(self, predicate: Callable[[Self], bool], timeout: float = 20,
+    async def wait_until(self, predicate: Callable[[Self], bool], timeout: float = WAIT,
                          what: str = "agent journal condition") -> None:
         # The journal is another process's file: there is no event to await, so look often.
         deadline = time.monotonic() + timeout
@@ -308,3 +313,21 @@ class AgentJournal:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}")
             await asyncio.sleep(0.05)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 free a moment ago, for a config's http.listen (the daemon's own
+    `run` tries again for a while should another test take it meanwhile)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def proc_status_kib(pid: int, field: str) -> int:
+    """A kB figure of /proc/PID/status (VmRSS, VmHWM, ...)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")

@@ -15,13 +15,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import aiohttp
 from mautrix.client import ClientAPI
-from mautrix.errors import MatrixError
+from mautrix.errors import MatrixConnectionError, MatrixError, MatrixUnknownRequestError
 from mautrix.types import EventID, RoomID
 
 from picobridge.adapters.common.attachments import AttachmentRefused
 from picobridge.adapters.common.backoff import Backoff
-from picobridge.adapters.matrix.client import Identity
+from picobridge.adapters.matrix.client import Identity, LimitExceeded
 from picobridge.adapters.matrix.context import earlier
 from picobridge.adapters.matrix.files import MatrixFiles
 from picobridge.adapters.matrix.normalise import (
@@ -32,8 +33,9 @@ from picobridge.adapters.matrix.normalise import (
     Room,
     Skip,
     normalise,
+    thread_root,
 )
-from picobridge.adapters.matrix.parse import JoinedRoom
+from picobridge.adapters.matrix.parse import JoinedRoom, as_dict
 from picobridge.adapters.matrix.rooms import Rooms
 from picobridge.adapters.matrix.settings import MatrixSettings
 from picobridge.contract import Attachment, BridgeLink, InboundMessage, StorageUnavailable
@@ -42,6 +44,17 @@ log = logging.getLogger("picobridge.matrix")
 
 T = TypeVar("T")
 MAX_FAILURES = 3
+LOST_TEXT = ("⚠️ I could not take a message of this room (an error on my side); it did not "
+             "reach the agent. Please send it again, perhaps in another form.")
+
+
+def transient(exc: Exception) -> bool:
+    """The homeserver failing in a way that passes (unreachable, 5xx, rate limited): waited
+    out, never a reason to drop an event."""
+    if isinstance(exc, MatrixConnectionError | aiohttp.ClientError | TimeoutError
+                  | LimitExceeded):
+        return True
+    return isinstance(exc, MatrixUnknownRequestError) and exc.http_status >= 500
 STORAGE_RETRY_CAP = 5.0
 
 Notify = Callable[[str, str | None, str], Awaitable[None]]
@@ -68,21 +81,29 @@ class RoomIntake:
             await self._event(joined.room_id, event)
 
     async def _event(self, room_id: str, event: dict[str, Any]) -> None:
-        backoff = Backoff()
-        for attempt in range(1, MAX_FAILURES + 1):
+        """Take one event. The homeserver failing (unreachable, 5xx, rate limited) is waited
+        out however long it lasts; anything else is tried a few times, then given up and
+        its sender told, so one event cannot hold its room for ever."""
+        backoff = Backoff(cap=30.0)
+        attempt = 0
+        while True:
             try:
                 await self._held(lambda: self._take(room_id, event))
                 return
             except Exception as exc:
                 if isinstance(exc, asyncio.CancelledError):
                     raise
-                failure = exc.__class__.__name__
-            if attempt < MAX_FAILURES:
-                log.warning("event %s in %s not taken (attempt %d: %s); trying again",
-                            event.get("event_id"), room_id, attempt, failure)
-                await backoff.wait()
+                failure, counts = exc.__class__.__name__, not transient(exc)
+            attempt += counts
+            if attempt >= MAX_FAILURES:
+                break
+            log.warning("event %s in %s not taken yet (%s); trying again in %.0fs",
+                        event.get("event_id"), room_id, failure, backoff.delay)
+            await backoff.wait()
         log.error("giving up event %s in %s after %d attempts (%s)", event.get("event_id"),
                   room_id, MAX_FAILURES, failure)
+        if event.get("type") == "m.room.message" and event.get("sender") != self._me.user_id:
+            await self._notify(room_id, thread_root(as_dict(event.get("content"))), LOST_TEXT)
 
     async def _held(self, step: Callable[[], Awaitable[T]]) -> T:
         """`step()`, again after a pause for as long as the store cannot write."""
@@ -151,7 +172,8 @@ class RoomIntake:
         return InboundMessage(
             chat=found.chat, sender_id=found.sender, text=text,
             platform_message_id=found.event_id, sender_name=found.sender[1:].split(":")[0],
-            attachments=tuple(attachments), reply_to=found.event_id, sent_at=found.sent_at)
+            attachments=tuple(attachments), reply_to=found.event_id, sent_at=found.sent_at,
+            chat_kind="private" if found.direct else "group")
 
     async def _fetch(self, found: Candidate) -> tuple[list[Attachment], list[str]]:
         attachments: list[Attachment] = []

@@ -23,12 +23,13 @@ from typing import Any
 
 from picobridge.adapters.matrix.client import Identity
 from picobridge.adapters.matrix.parse import as_dict
-from picobridge.contract import ChatRef, listed_commands
+from picobridge.contract import ALL_COMMANDS, ChatRef
 
 PLATFORM = "matrix"
 FILE_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
 TEXT_TYPES = frozenset({"m.text", "m.emote"})
-TEXT_COMMANDS = frozenset(command.name for command in listed_commands())
+# Any listed chat command, for any agent (the bridge says which its agent lacks).
+TEXT_COMMANDS = frozenset(command.name for command in ALL_COMMANDS if command.listed)
 _SPACES = re.compile(r"[ \t]{2,}")
 # The quote a reply carries in its HTML: the quoted sender's pill is no mention.
 _MX_REPLY = re.compile(r"<mx-reply>.*?</mx-reply>", re.DOTALL)
@@ -61,6 +62,7 @@ class Candidate:
     needs_reply_to_me: str | None = None
     # Mentioned in a room with more people: the first time, earlier messages go along.
     wants_context: bool = False
+    direct: bool = False  # in a room of the bot and one person
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +206,7 @@ def normalise(room: Room, event: dict[str, Any], me: Identity, *,
         chat=ChatRef(PLATFORM, room.room_id, thread_root(content)), event_id=event_id,
         sender=sender, text=text_of(content, me, prefix),
         sent_at=ts / 1000 if isinstance(ts, int | float) else None,
-        files=tuple(f for f in (file_of(content),) if f is not None))
+        files=tuple(f for f in (file_of(content),) if f is not None), direct=room.direct)
     return _addressed(room, found, content, me)
 
 

@@ -154,7 +154,7 @@ class SyncLoop:
         earlier: list[dict[str, Any]] = []
         token = room.prev_batch
         try:
-            for _ in range(GAP_PAGES):
+            for page_number in range(1, GAP_PAGES + 1):
                 page = await self._client.api.request(
                     Method.GET, Path.v3.rooms[room.room_id].messages,
                     query_params={"dir": "b", "from": token or "", "to": since, "limit": "100",
@@ -164,6 +164,9 @@ class SyncLoop:
                 token = page.get("end")
                 if not chunk or not isinstance(token, str):
                     break
+                if page_number == GAP_PAGES:
+                    log.warning("the gap in %s is longer than %d events: older ones are not "
+                                "read back", room.room_id, len(earlier))
         except (MatrixRequestError, MatrixConnectionError) as exc:
             log.warning("the gap in %s could not be filled (%s)", room.room_id,
                         exc.__class__.__name__)

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+from aiohttp import web
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.middleware.authorization.async_single_team_authorization import (
     AsyncSingleTeamAuthorization,
@@ -141,7 +142,13 @@ class SlackAdapter(Adapter):
             if http is None:
                 bridge.fatal(PLATFORM, "slack.mode = 'http' needs http.listen")
                 return
-            http.router.add_post(s.events_path, self._dispatcher.http)
+            dispatcher = self._dispatcher
+
+            async def receive(request: web.Request) -> web.StreamResponse:
+                bridge.heard_from(PLATFORM)
+                return await dispatcher.http(request)
+
+            http.router.add_post(s.events_path, receive)
         self._keep(LOOP_HELD, self._inbound.held.retry_forever)
         self._keep(LOOP_MEDIA, self._policy.cleanup_forever)
         try:
@@ -192,9 +199,14 @@ class SlackAdapter(Adapter):
     async def _open_socket(self) -> None:
         assert self._dispatcher is not None and self._client is not None
         assert self._settings.app_token is not None
+        bridge = self._bridge
+        assert bridge is not None
         self._socket = SocketLink(self._settings.app_token.get_secret_value(), self._client,
                                   self._dispatcher, logging.getLogger(BOLT_LOGGER),
-                                  self._set_connected)
+                                  self._set_connected,
+                                  silence_timeout=self._settings.silence_timeout,
+                                  heard=lambda: bridge.heard_from(PLATFORM),
+                                  silence=lambda s: bridge.silence(PLATFORM, s))
         connecting = self._socket.connect()
         done, _ = await asyncio.wait({connecting}, timeout=CONNECT_WAIT)
         if done:

@@ -20,13 +20,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from picobridge.contract import ChatRef, listed_commands
+from picobridge.contract import ALL_COMMANDS, ChatRef
 
 PLATFORM = "slack"
 
-# Bridge commands users may type as text with the configured prefix ("!new") or after the
-# slash command: those the bridge offers (its catalogue).
-TEXT_COMMANDS = frozenset(command.name for command in listed_commands())
+# Chat commands users may type as text with the configured prefix ("!new") or after the slash
+# command: those the catalogue offers, for any agent (the bridge says which its agent lacks).
+TEXT_COMMANDS = frozenset(command.name for command in ALL_COMMANDS if command.listed)
 
 # Message subtypes that are a person (or, when allowed, a bot) saying something.
 _CONTENT_SUBTYPES = frozenset({None, "file_share", "thread_broadcast", "me_message"})

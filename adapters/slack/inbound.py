@@ -62,7 +62,6 @@ from picobridge.contract import (
     InboundMessage,
     StorageUnavailable,
     SubmitResult,
-    listed_commands,
 )
 
 if TYPE_CHECKING:
@@ -218,7 +217,9 @@ class SlackInbound:
         channel = str(body.get("channel_id") or "")
         user = str(body.get("user_id") or "")
         if not channel.startswith("D"):
-            names = [f"`{s.command_prefix}{c.name}`" for c in listed_commands()]
+            names = [f"`{s.command_prefix}{c.name}`"
+                     for c in self._bridge.commands(ChatRef(PLATFORM, channel, None))
+                     if c.listed]
             return (f"In channels every thread is its own conversation: mention me inside the "
                     f"thread with {', '.join(names[:-1])} or {names[-1]}. "
                     f"`{s.slash_command}` works in a direct message with me.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, SecretStr, field_validator, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator, model_validator
 
 from picobridge.config.sections import Section, clean_secret
 
@@ -15,6 +15,9 @@ class SlackSettings(Section):
     app_token: SecretStr | None = None
     signing_secret: SecretStr | None = None
     mode: Literal["socket", "http"] = "socket"
+    # Seconds a Socket Mode connection may carry nothing, not even the answers to its pings,
+    # while it reports connected; then it is replaced (and /healthz says degraded).
+    silence_timeout: PositiveFloat = 120.0
     base_url: str = "https://slack.com/api/"
     events_path: str = "/slack/events"
     allowed_users: list[str] = Field(default_factory=list)

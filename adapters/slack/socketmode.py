@@ -36,9 +36,17 @@ CLOSE_WAIT = 5.0
 
 class SocketLink:
     def __init__(self, app_token: str, web: AsyncWebClient, dispatcher: Dispatcher,
-                 logger: logging.Logger, report: Callable[[bool], None]) -> None:
-        """`report(up)` hears the connection state; `logger` is the SDK's (capped: at debug
-        it would log whole payloads)."""
+                 logger: logging.Logger, report: Callable[[bool], None], *,
+                 silence_timeout: float = 120.0, heard: Callable[[], None] = lambda: None,
+                 silence: Callable[[float | None], None] = lambda _: None) -> None:
+        """`report(up)` hears the connection state, `heard()` that something arrived,
+        `silence(seconds)` that a connection said to be up carries nothing (None: it speaks
+        again); `logger` is the SDK's (capped: at debug it would log whole payloads)."""
+        self._silence_timeout = silence_timeout
+        self._heard = heard
+        self._silence = silence
+        self._last_heard = time.monotonic()
+        self._last_pong: float | None = None
         self._app_token = app_token
         self._web = web
         self._dispatcher = dispatcher
@@ -54,9 +62,12 @@ class SocketLink:
         return self._client
 
     def _new_client(self) -> SocketModeClient:
+        # Pings often enough that a quiet but sound connection is never taken for silent.
         client = SocketModeClient(app_token=self._app_token, logger=self._logger,
-                                  web_client=self._web, ping_interval=PING_INTERVAL)
+                                  web_client=self._web,
+                                  ping_interval=min(PING_INTERVAL, self._silence_timeout / 3))
         client.message_listeners.append(self._dispatcher.screen)
+        client.on_message_listeners.append(self._arrived)
         client.socket_mode_request_listeners.append(self._dispatcher.socket_request)
         return client
 
@@ -68,16 +79,27 @@ class SocketLink:
         connecting = client.connect()  # type: ignore[no-untyped-call]
         return self._tasks.spawn(connecting, name="slack-connect", report=False)
 
+    async def _arrived(self, message: object) -> None:
+        self._mark_heard()
+
+    def _mark_heard(self) -> None:
+        self._last_heard = time.monotonic()
+        self._heard()
+
     async def watch(self) -> None:
         """Report the connection and heal the client, forever."""
         while not self._closed:
-            await asyncio.sleep(MONITOR_INTERVAL)
+            await asyncio.sleep(min(MONITOR_INTERVAL, self._silence_timeout / 3))
             client = self._client
             if client is None or self._closed:
                 continue
             up = await client.is_connected()
             self._report(up)
-            reason = self._broken(client, up)
+            if client.last_ping_pong_time != self._last_pong:  # the answer to a ping
+                self._last_pong = client.last_ping_pong_time
+                if self._last_pong is not None:
+                    self._mark_heard()
+            reason = self._broken(client, up) or self._silent(up)
             if reason is not None:
                 log.warning("Socket Mode client %s; replacing it with a new connection", reason)
                 await self._replace()
@@ -95,6 +117,15 @@ class SocketLink:
         if now - self._down_since >= HEAL_AFTER:
             return f"disconnected for {now - self._down_since:.0f}s"
         return None
+
+    def _silent(self, up: bool) -> str | None:
+        quiet = time.monotonic() - self._last_heard
+        if not up or quiet < self._silence_timeout:
+            return None
+        self._silence(quiet)
+        self._last_heard = time.monotonic()  # the new connection gets its own time
+        return (f"connected but silent for {quiet:.0f}s, not even answering pings "
+                "(slack.silence_timeout)")
 
     async def _replace(self) -> None:
         old = self._client

@@ -27,6 +27,7 @@ from picobridge.adapters.common.buttons import Asked, QuestionMessages
 from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.buttons import Clicks, Closings, keyboard
+from picobridge.adapters.telegram.commands import COMMAND_NAMES, COMMANDS, command_menu
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.http import AiohttpRequest
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
@@ -38,7 +39,6 @@ from picobridge.adapters.telegram.send import Sender
 from picobridge.adapters.telegram.storage import StorageWait
 from picobridge.adapters.telegram.webhook import WebhookReceiver
 from picobridge.contract import (
-    BRIDGE_COMMANDS,
     Adapter,
     BridgeLink,
     ChatRef,
@@ -48,7 +48,6 @@ from picobridge.contract import (
     OutgoingReply,
     ProgressEvent,
     ReplyKind,
-    listed_commands,
 )
 
 if TYPE_CHECKING:
@@ -57,12 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("picobridge.telegram")
 
-# The bot's command menu, from the bridge's catalogue (the bridge answers them); Telegram's
-# menus show descriptions as sentences.
-COMMANDS: tuple[tuple[str, str], ...] = tuple(
-    (c.name, c.description[:1].upper() + c.description[1:]) for c in listed_commands())
-# Every bridge command, listed or not: a group message that is one of them is for the bot.
-COMMAND_NAMES = tuple(c.name for c in BRIDGE_COMMANDS)
 READY_WAIT = 30.0
 # The name of the adapter's main loop (connecting, then polling or serving the webhook) under
 # the daemon's supervision.
@@ -168,7 +161,8 @@ class TelegramAdapter(Adapter):
                 bridge.fatal(PLATFORM, "telegram.mode = 'webhook' needs http.listen")
                 return
             receiver = WebhookReceiver(self._dispatcher, self._webhook_secret(),
-                                       lambda: bot if self._ready.is_set() else None)
+                                       lambda: bot if self._ready.is_set() else None,
+                                       lambda: bridge.heard_from(PLATFORM))
             app.router.add_post(self._cfg.webhook_path, receiver.handle)
         # Supervised: whatever ends the loop is logged and the loop starts again (it goes on
         # where it was), and one that keeps failing makes the daemon unhealthy.
@@ -259,11 +253,13 @@ class TelegramAdapter(Adapter):
     async def _register_commands(self, bot: ExtBot[Any]) -> None:
         # setMyCommands is rate limited hard; a daemon restarting in a loop must not call it.
         try:
+            menu = command_menu(self._bridge.commands()) if self._bridge is not None \
+                else COMMANDS
             current = [(c.command, c.description) for c in await bot.get_my_commands()]
-            if current == list(COMMANDS):
+            if current == list(menu):
                 log.debug("bot commands already registered")
                 return
-            await bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
+            await bot.set_my_commands([BotCommand(name, text) for name, text in menu])
             log.info("bot commands registered")
         except TelegramError as exc:
             log.warning("could not register the bot's commands: %s", self._scrub(str(exc)))

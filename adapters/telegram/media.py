@@ -117,6 +117,15 @@ def media_steps(files: tuple[OutboundFile, ...],
     return steps
 
 
+def refused_note(step: MediaStep) -> NoteStep:
+    """What goes in place of files Telegram refused: the text they carried, and why."""
+    names = ", ".join(f.name for f in step.files)
+    them = "them" if len(step.files) > 1 else "it"
+    note = f"📎 {names} could not be sent: Telegram refused {them}."
+    text = f"{step.caption.text}\n\n{note}" if step.caption is not None else note
+    return NoteStep(text[:4096])
+
+
 def _read(path: str) -> bytes:
     return Path(path).read_bytes()
 

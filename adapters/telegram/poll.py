@@ -166,6 +166,7 @@ class Poller:
             return None
         self._backoff.reset()
         self._set_connected(True)
+        self._bridge.heard_from(PLATFORM)  # a completed poll, even an empty one
         return result
 
     async def _get_updates(self, timeout: int) -> object:

@@ -34,6 +34,7 @@ from picobridge.adapters.telegram.media import (
     NoteStep,
     caption_for,
     media_steps,
+    refused_note,
     send_media,
 )
 from picobridge.adapters.telegram.render import (
@@ -233,16 +234,23 @@ class Sender:
         if part.edit is not None:
             # The streamed draft cannot become a file; the answer goes anew below.
             await self._delete(target, part.edit)
-        if isinstance(step, NoteStep):
-            _carried(part, await self._bot.send_message(
-                target.chat_id, step.text, message_thread_id=target.thread,
-                reply_parameters=part.quote, reply_markup=part.markup))
-            return
-        common: dict[str, Any] = {"reply_parameters": part.quote}
-        if part.markup is not None:
-            common["reply_markup"] = part.markup
-        _carried(part, await send_media(self._bot, target.chat_id, target.thread, step,
-                                        common))
+        if isinstance(step, MediaStep):
+            common: dict[str, Any] = {"reply_parameters": part.quote}
+            if part.markup is not None:
+                common["reply_markup"] = part.markup
+            try:
+                _carried(part, await send_media(self._bot, target.chat_id, target.thread, step,
+                                                common))
+                return
+            except BadRequest as exc:
+                # Telegram will refuse it again: a note in its place, with the text it carried,
+                # rather than a reply that fails for good.
+                log.warning("Telegram refused %s %s (%s); a note goes instead", step.method,
+                            ", ".join(f.name for f in step.files), self._scrub(exc.message))
+                step = refused_note(step)
+        _carried(part, await self._bot.send_message(
+            target.chat_id, step.text, message_thread_id=target.thread,
+            reply_parameters=part.quote, reply_markup=part.markup))
 
     async def _plain(self, target: Target, text: str, part: _Part,
                      sending: MultipartSend) -> None:

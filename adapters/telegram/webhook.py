@@ -31,8 +31,9 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 class WebhookReceiver:
     def __init__(self, dispatcher: Dispatcher, secret: str,
-                 bot: Callable[[], Bot | None]) -> None:
+                 bot: Callable[[], Bot | None], heard: Callable[[], None]) -> None:
         self._dispatcher = dispatcher
+        self._heard = heard
         self._secret = secret.encode()
         self._bot = bot
 
@@ -44,6 +45,7 @@ class WebhookReceiver:
         bot = self._bot()
         if bot is None:
             return web.Response(status=503)  # not connected yet; Telegram retries
+        self._heard()
         try:
             raw: object = await request.json()
         except ValueError:

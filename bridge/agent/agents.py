@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 
 from picobridge.agent.pool import WorkerPool
-from picobridge.agent.port import AgentListener, WorkerInfo
+from picobridge.agent.port import AgentListener, Capabilities, WorkerInfo
 from picobridge.agent.worker import AgentWorker
 from picobridge.contract import DEFAULT_AGENT
 
@@ -71,6 +71,11 @@ class AgentSet:
         if any(t is None for t in times):
             return None
         return max(t for t in times if t is not None)
+
+    def capabilities(self, agent: str) -> Capabilities:
+        pool = self._pools.get(agent) or self._pools.get(DEFAULT_AGENT) \
+            or next(iter(self._pools.values()))
+        return pool.capabilities
 
     def assigned_worker(self, session: str) -> str | None:
         for pool in self._pools.values():

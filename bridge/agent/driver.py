@@ -11,12 +11,20 @@ spawns, kills or waits for processes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from picobridge.agent.port import AgentEvent, AgentRequest
+from picobridge.agent.port import (
+    AgentEvent,
+    AgentRequest,
+    Capabilities,
+    ControlFailed,
+    ControlKind,
+    ControlRequest,
+    ControlResult,
+)
 from picobridge.config.sections import AgentSettings
 from picobridge.contract import DialogAnswer
 
@@ -52,6 +60,20 @@ class Driver(ABC):
     # Whether a session can move between processes (the agent keeps it in a file the bridge
     # names) or lives in the one process that served it (its memory would be lost).
     sessions_portable: ClassVar[bool] = False
+    # The chat commands of the catalogue's agent commands (contract AGENT_COMMANDS) this
+    # protocol supports, each with the protocol requests it maps to (for docs and logs).
+    commands: ClassVar[Mapping[str, str]] = {}
+    # The controls `control` does: the commands above, and the busy modes steer (STEER) and
+    # followup (FOLLOW_UP); interrupt needs `can_abort`.
+    controls: ClassVar[frozenset[ControlKind]] = frozenset()
+    # Whether an aborted turn's messages stay in the agent's history (busy mode interrupt
+    # then sends only the new message).
+    keeps_aborted: ClassVar[bool] = False
+
+    @classmethod
+    def capabilities(cls) -> Capabilities:
+        return Capabilities(cls.protocol, frozenset(cls.commands), cls.controls, cls.can_abort,
+                            cls.keeps_aborted)
 
     def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
         self._io = io
@@ -91,6 +113,12 @@ class Driver(ABC):
     async def abort(self, session: str) -> None:
         """Ask the agent to stop this session's running turn (only when `can_abort`)."""
         raise NotImplementedError
+
+    async def control(self, request: ControlRequest) -> ControlResult:
+        """Do one of `controls`. The worker runs it only while no turn of another session
+        runs on this process (the router reserves the worker), except STEER and FOLLOW_UP,
+        which go into the session's own running turn."""
+        raise ControlFailed(f"{self.protocol} has no {request.kind.value}")
 
     def closed(self) -> None:
         """The process is gone: nothing more will be read. Whatever waits for an answer of

@@ -8,8 +8,7 @@ why); the rest of the reply goes as it is, never lost over one file.
 The bridge's copy is what the platform gets, so the agent may delete its file as soon as it
 answered, and a reply stored before a crash still has its files after the restart. It is made
 while the answer's line is read, before anything else is written to the agent (the worker
-calls `stage` before it hands the answer on): a hard link where the file is on the same file
-system (instant, whatever its size), else a copy. Copies live in
+calls `stage` before it hands the answer on). Copies live in
 `<state_dir>/media/outbound/`, one folder per reply, and go with the other saved media after
 `attachments.retention_days`.
 """
@@ -63,16 +62,12 @@ def _human(size: int) -> str:
 
 
 def _keep(source: Path, target: Path) -> None:
-    try:
-        # The agent's later changes to its file do not matter much; its deleting it must not.
-        os.link(source, target)
-        os.utime(target)  # the age retention counts is the reply's, not the file's
-    except OSError:
-        # Another file system, or links not allowed (fs.protected_hardlinks): a plain copy,
-        # not copy2, for the same reason.
-        target.unlink(missing_ok=True)
-        shutil.copyfile(source, target)
-        os.chmod(target, FILE_MODE)
+    # A copy, not a hard link: an agent that writes its next chart.png over this one (same
+    # file, truncated) must not change a reply still waiting to be sent. Not copy2 either:
+    # the copy's age, which retention counts, is the reply's. (copyfile uses sendfile(2):
+    # a file at the 50 MB limit takes tens of milliseconds.)
+    shutil.copyfile(source, target)
+    os.chmod(target, FILE_MODE)
 
 
 class OutboundFiles:
@@ -103,10 +98,9 @@ class OutboundFiles:
         """A file the bridge made itself (a spoken answer), kept like an agent's."""
         display = safe_name(name)
         folder = self._store_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / display
+        target = private_dir(folder) / display
         target.write_bytes(data)
-        os.chmod(target, 0o640)
+        os.chmod(target, FILE_MODE)
         return OutboundFile(name=display, path=str(target), mime=file_type(data[:HEAD_BYTES],
                                                                           display),
                             size=len(data))

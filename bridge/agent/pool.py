@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from picobridge.agent.port import AgentListener, WorkerInfo, WorkerState
+from picobridge.agent.port import AgentListener, Capabilities, WorkerInfo, WorkerState
 from picobridge.agent.worker import AgentWorker
 from picobridge.contract import DEFAULT_AGENT
 
@@ -31,7 +31,8 @@ class WorkerPool:
     def __init__(self, workers: Sequence[AgentWorker], *, max_in_flight: int,
                  weights: Mapping[str, float] | None = None, portable: bool = False,
                  assigned: Mapping[str, str] | None = None,
-                 on_assign: Callable[[str, str], None] | None = None) -> None:
+                 on_assign: Callable[[str, str], None] | None = None,
+                 capabilities: Capabilities | None = None) -> None:
         if not workers:
             raise ValueError("a pool needs at least one worker")
         self._workers = list(workers)
@@ -42,6 +43,7 @@ class WorkerPool:
         # session -> worker name, of workers that still exist (a renamed worker's are moot)
         self._assigned = {s: w for s, w in (assigned or {}).items() if w in self._by_name}
         self._on_assign = on_assign
+        self._capabilities = capabilities or Capabilities("", frozenset(), frozenset())
 
     # -- AgentPool -------------------------------------------------------------------------
 
@@ -83,6 +85,10 @@ class WorkerPool:
             if self._on_assign is not None:
                 self._on_assign(session, chosen.name)
         return chosen
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
 
     # -- stats -----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from picobridge.contract import (
     DEFAULT_AGENT,
@@ -26,12 +26,72 @@ from picobridge.contract import (
 
 
 @dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """What a person chose for a session (/model, /think): the driver applies it whenever it
+    switches the session in, since an agent process may serve other sessions in between."""
+
+    model: str | None = None  # the model's key as `ModelChoice.key` gives it
+    thinking: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AgentRequest:
     """One user turn for the agent: text (possibly several coalesced messages) in a session."""
 
     session: str
     text: str
     attachments: tuple[Attachment, ...] = ()
+    settings: SessionSettings = SessionSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    key: str  # how the driver names it back (prime-rpc: provider/id)
+    name: str  # as people read it
+    levels: tuple[str, ...]  # the thinking levels it takes
+
+
+class ControlKind(enum.StrEnum):
+    """What a chat command or a busy mode asks of the agent, beyond a turn."""
+
+    MODELS = "models"  # the models it offers (no session)
+    COMPACT = "compact"  # summarise the session's history (argument: instructions)
+    EXPORT = "export"  # write the session as a file (argument: the path)
+    STEER = "steer"  # a message into the session's running turn
+    FOLLOW_UP = "follow_up"  # a message to run after the session's running turn
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRequest:
+    kind: ControlKind
+    session: str | None = None
+    argument: str = ""  # the text (steer, follow-up), the instructions, the path
+    settings: SessionSettings = SessionSettings()
+    tag: str = ""  # names a steered or follow-up message in the turn's Reply
+
+
+@dataclass(frozen=True, slots=True)
+class ControlResult:
+    text: str = ""  # what the agent said of it, for the person
+    models: tuple[ModelChoice, ...] = ()
+    path: str | None = None  # an exported file
+
+
+class ControlFailed(Exception):
+    """The agent refused or could not do a control; the message is for the person."""
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What an agent's protocol offers beyond turns, from its driver."""
+
+    protocol: str
+    commands: frozenset[str]  # chat commands (contract AGENT_COMMANDS) it supports
+    controls: frozenset[ControlKind]
+    can_abort: bool = False  # a running turn can be stopped without a restart
+    # An aborted turn's messages stay in the agent's history: an interrupting turn need not
+    # send them again.
+    keeps_aborted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,15 +100,24 @@ class Reply:
 
     `reply` is the one object that travels on to the platform: its text, and the files the
     agent named (where it said they are; the core checks and stores them).
+
+    Messages sent into a running turn (ControlRequest `tag`s): `delivered` the steered ones
+    this answer covers; `continues` a follow-up the agent starts on now (the turn goes on:
+    this answer is for what came before it); `undelivered` those the agent never took (they
+    go to it again as a turn of their own). `stopped`: the turn was aborted.
     """
 
     session: str | None
     reply: OutgoingReply
+    delivered: tuple[str, ...] = ()
+    continues: str | None = None
+    undelivered: tuple[str, ...] = ()
+    stopped: bool = False
 
     @classmethod
     def of(cls, session: str | None, text: str,
-           files: tuple[OutboundFile, ...] = ()) -> Reply:
-        return cls(session, OutgoingReply(text, ReplyKind.ANSWER, files=files))
+           files: tuple[OutboundFile, ...] = (), **about: Any) -> Reply:
+        return cls(session, OutgoingReply(text, ReplyKind.ANSWER, files=files), **about)
 
     @property
     def text(self) -> str:
@@ -68,6 +137,7 @@ class Failure:
     session: str | None
     message: str
     code: str | None = None
+    undelivered: tuple[str, ...] = ()  # as for Reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +214,12 @@ class Worker(Protocol):
         """Give the agent the person's answer to a DialogRequest."""
         ...
 
+    async def control(self, request: ControlRequest) -> ControlResult:
+        """Do one control (raises ControlFailed when the agent refuses, AgentUnavailable when
+        it is not there). A control on a session must not run beside a turn of another
+        session on this worker: the router reserves the worker for it."""
+        ...
+
 
 class AgentListener(Protocol):
     """What workers report to the router."""
@@ -193,3 +269,7 @@ class PoolStatus(Protocol):
         ...
 
     def assigned_worker(self, session: str) -> str | None: ...
+
+    def capabilities(self, agent: str) -> Capabilities:
+        """What the named agent's protocol offers beyond turns."""
+        ...

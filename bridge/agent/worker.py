@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +26,8 @@ from picobridge.agent.port import (
     AgentListener,
     AgentRequest,
     AgentUnavailable,
+    ControlRequest,
+    ControlResult,
     Failure,
     Reply,
     WorkerInfo,
@@ -125,6 +128,15 @@ class AgentWorker:
             await child.driver.answer_dialog(request_id, answer)
         except (TimeoutError, OSError) as exc:
             self.restart(f"cannot write to agent: {exc.__class__.__name__}")
+
+    async def control(self, request: ControlRequest) -> ControlResult:
+        child = self._child
+        if child is None or not self.ready:
+            raise AgentUnavailable(f"worker {self._name} not ready")
+        try:
+            return await child.driver.control(request)
+        except (TimeoutError, OSError, ConnectionError) as exc:
+            raise AgentUnavailable(f"worker {self._name}: {exc.__class__.__name__}") from exc
 
     def cancel_turn(self, session: str, reason: str) -> None:
         child = self._child
@@ -228,8 +240,10 @@ class AgentWorker:
         assert self._listener is not None
         if isinstance(event, Reply) and event.reply.files:
             # Before anything more is written to the agent, which may delete its files then.
-            event = Reply(event.session, self._files.stage(event.reply))
-        if isinstance(event, Reply | Failure) and event.session is not None:
+            # The answer's other facts (what it covers of messages sent into the turn) stay.
+            event = dataclasses.replace(event, reply=self._files.stage(event.reply))
+        ends_turn = not (isinstance(event, Reply) and event.continues is not None)
+        if isinstance(event, Reply | Failure) and event.session is not None and ends_turn:
             self.turns += 1
             ended = self._ending.pop(event.session, None)
             if ended is not None:

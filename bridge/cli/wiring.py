@@ -26,9 +26,13 @@ from picobridge.config.settings import Settings
 from picobridge.contract import DEFAULT_AGENT, Adapter
 from picobridge.core.access import AccessPolicy
 from picobridge.core.answers import Answers
+from picobridge.core.choices import SessionChoices
 from picobridge.core.commands import Commands
+from picobridge.core.controls import AgentControls, Exports
 from picobridge.core.dialogs import Dialogs
+from picobridge.core.history import History
 from picobridge.core.intake import Intake
+from picobridge.core.modes import BusyModes
 from picobridge.core.outbox import Outbox
 from picobridge.core.quotas import Quotas
 from picobridge.core.retries import Retries
@@ -103,7 +107,8 @@ def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
         log.info("%s.max_in_flight %d is more than %s takes: %d turn(s) per worker", where,
                  agent.max_in_flight, agent.protocol, per_worker)
     return WorkerPool(workers, max_in_flight=per_worker, weights=weights,
-                      portable=driver.sessions_portable, assigned=assigned, on_assign=on_assign)
+                      portable=driver.sessions_portable, assigned=assigned, on_assign=on_assign,
+                      capabilities=driver.capabilities())
 
 
 def build_agents(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -145,6 +150,18 @@ class AffinityRecorder:
         await asyncio.gather(*self._writes, return_exceptions=True)
 
 
+def build_commands(settings: Settings, store: Store, router: Router, pool: AgentSet,
+                   choices: SessionChoices, quotas: Quotas, switch: AgentSwitch) -> Commands:
+    models = {name: agent.models for name, agent in settings.named_agents().items()}
+    exports = Exports(settings.state_dir / "exports", outbound_files(settings))
+    controls = AgentControls(store, router, choices, models, exports)
+    modes = BusyModes(store, settings.bridge.busy_mode, pool.capabilities)
+    router.busy_modes = modes
+    handlers = {**controls.handlers(), **History(store).handlers(), **modes.handlers()}
+    return Commands(store, router, pool, handlers, controls.status_lines, quotas=quotas,
+                    switch=switch)
+
+
 async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]) -> Daemon:
     by_platform = {a.platform: a for a in adapters}
     outbox = Outbox(store, by_platform)
@@ -154,6 +171,7 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     agents = settings.named_agents()
     tasks = TaskSupervisor()
     dialogs = Dialogs(store, outbox, settings.bridge.dialog_timeout)
+    choices = SessionChoices(store)
     voice = settings.voice
     answers = Answers(store, outbox, VoiceOut(speaker(voice), voice.reply,
                                               outbound_files(settings), voice.timeout))
@@ -162,8 +180,8 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     max_attempts=settings.bridge.max_attempts,
                     coalesce=settings.bridge.coalesce, tasks=tasks, dialogs=dialogs,
                     turn_timeouts={name: a.turn_timeout for name, a in agents.items()},
-                    answers=answers)
-    voice_in = VoiceInbox(transcriber(voice), store, router.enqueue, voice.timeout)
+                    answers=answers, choices=choices)
+    voice_in = VoiceInbox(transcriber(voice), store, router.arrive_soon, voice.timeout)
     http = HttpServer(settings.http.listen, ListenerLimits(
         settings.http.max_connections, settings.http.header_timeout,
         settings.http.body_timeout)) if settings.http.listen else None
@@ -172,7 +190,7 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     limits.exempt_users)
     routing = build_routing(settings, await store.chosen_agents())
     switch = AgentSwitch(store, routing)
-    commands = Commands(store, router, pool, quotas, switch)
+    commands = build_commands(settings, store, router, pool, choices, quotas, switch)
     access = AccessPolicy(store, allow_lists(settings))
     intake = Intake(store, router, outbox, access, commands, pool, http.app if http else None,
                     tell_after={name: a.restart_budget for name, a in agents.items()},

@@ -11,8 +11,11 @@ from picobridge.contract.adapter import (
     Adapter,
 )
 from picobridge.contract.commands import (
+    AGENT_COMMANDS,
+    ALL_COMMANDS,
     BRIDGE_COMMANDS,
     BridgeCommand,
+    catalogue,
     listed_commands,
 )
 from picobridge.contract.dialogs import (
@@ -67,7 +70,9 @@ from picobridge.contract.sniff import (
 )
 
 __all__ = [
+    "AGENT_COMMANDS",
     "AGENT_IMAGE_TYPES",
+    "ALL_COMMANDS",
     "BRIDGE_COMMANDS",
     "DEFAULT_AGENT",
     "DEFAULT_BOT",
@@ -96,6 +101,7 @@ __all__ = [
     "SubmitResult",
     "agent_image_type",
     "bot_platform",
+    "catalogue",
     "file_type",
     "listed_commands",
     "ogg_opus",

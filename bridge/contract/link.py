@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
+from picobridge.contract.commands import BridgeCommand
 from picobridge.contract.dialogs import DialogAnswer
 from picobridge.contract.messages import ChatRef, InboundMessage, SubmitResult
 
@@ -39,6 +40,16 @@ class BridgeLink(Protocol):
         """Adapters report their platform connection state (health, watchdog)."""
         ...
 
+    def heard_from(self, platform: str) -> None:
+        """The platform delivered something (an event, a completed poll, the answer to a
+        ping): the connection is alive, not only up (inbound liveness)."""
+        ...
+
+    def silence(self, platform: str, seconds: float | None) -> None:
+        """The platform's connection reports up but has carried nothing for `seconds` (None:
+        it speaks again); /healthz shows the platform degraded meanwhile."""
+        ...
+
     def http_app(self) -> web.Application | None:
         """The daemon's local HTTP server (`http.listen`), None when it is off.
 
@@ -64,6 +75,11 @@ class BridgeLink(Protocol):
         """A person answered a question with a button. Returns the answer as the question
         should now show it (buttons off), or None when it does not count: the question is
         closed or unknown, was asked in another chat, or the person is not allowed."""
+        ...
+
+    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+        """The chat commands of `chat`'s agent (None: of the agent chats get by default), in
+        menu order, listed or not: what a command menu or command help offers."""
         ...
 
     async def stop_running(self, name: str) -> None:

@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from picobridge.agent.port import DialogRequest, Worker
@@ -46,13 +47,15 @@ class TypedAnswer:
     reply: str  # what to tell the person
 
 
+Respond = Callable[[DialogAnswer], Awaitable[None]]
+
+
 @dataclass(eq=False)
 class _Open:
     dialog: Dialog
     chat: ChatRef
-    session: str
-    worker: Worker
-    request_id: str
+    session: str | None  # the turn's that asked; None for the bridge's own menus
+    respond: Respond  # passes the answer on (to the agent, or a menu's command)
     expiry: asyncio.Task[None] | None = None
     senders: frozenset[tuple[str, str]] = frozenset()  # (platform, sender) of the turn
 
@@ -76,7 +79,8 @@ class Dialogs:
         if previous is not None:
             await self._close(previous, DialogAnswer(cancelled=True), tell_agent=True,
                               end=DialogEnd.CLOSED)
-        entry = _Open(dialog, turn.chat, turn.session, turn.worker, request.request_id,
+        entry = _Open(dialog, turn.chat, turn.session,
+                      _to_agent(turn.worker, request.request_id),
                       senders=frozenset((m.chat.platform, m.sender_id) for m in turn.messages))
         self._open[dialog.id] = entry
         self._by_chat[turn.chat.key] = dialog.id
@@ -89,6 +93,24 @@ class Dialogs:
         self._outbox.deliver(stored, dialog=dialog)
         log.info("agent asks chat=%s: %s dialog %s", turn.chat.key, dialog.kind.value,
                  dialog.id)
+
+    def offer(self, chat: ChatRef, title: str, options: tuple[str, ...],
+              chosen: Callable[[str], Awaitable[None]]) -> Dialog:
+        """A menu of the bridge's own (/model, /mode, /resume): a select question whose answer
+        goes to `chosen` (a cancel goes nowhere). Unlike the agent's questions it does not
+        take the chat's next message as its answer: the chat goes on while it is shown."""
+        dialog = Dialog(f"{self._prefix}{next(self._numbers)}", DialogKind.SELECT, title,
+                        options=options)
+
+        async def respond(answer: DialogAnswer) -> None:
+            if not answer.cancelled and answer.value is not None:
+                await chosen(answer.value)
+
+        entry = _Open(dialog, chat, None, respond)
+        self._open[dialog.id] = entry
+        entry.expiry = asyncio.create_task(self._expire(dialog.id, self._timeout),
+                                           name=f"menu-{dialog.id}")
+        return dialog
 
     def asking(self, chat: ChatRef) -> Dialog | None:
         dialog_id = self._by_chat.get(chat.key)
@@ -165,8 +187,15 @@ class Dialogs:
             typed = answer if end is DialogEnd.ANSWERED else None
             self._outbox.dialog_closed(entry.chat, DialogClosed(dialog_id, end, typed))
         if tell_agent:
-            await entry.worker.answer_dialog(entry.request_id, answer)
+            await entry.respond(answer)
         return answer.describe()
+
+
+def _to_agent(worker: Worker, request_id: str) -> Respond:
+    async def respond(answer: DialogAnswer) -> None:
+        await worker.answer_dialog(request_id, answer)
+
+    return respond
 
 
 def parse_answer(dialog: Dialog, text: str) -> DialogAnswer | None:

@@ -16,32 +16,39 @@ from aiohttp import web
 from picobridge.agent.port import PoolStatus
 from picobridge.contract import (
     DEFAULT_AGENT,
+    BridgeCommand,
     ChatRef,
     DialogAnswer,
     InboundMessage,
     OutgoingReply,
     ReplyKind,
     SubmitResult,
+    catalogue,
 )
 from picobridge.core.access import AccessPolicy, denial_text
+from picobridge.core.command_reply import CommandReply
 from picobridge.core.commands import Commands, parse_command
 from picobridge.core.dialogs import Dialogs
+from picobridge.core.liveness import Liveness
 from picobridge.core.outbox import Outbox
 from picobridge.core.quotas import Quotas, refusal_text
 from picobridge.core.router import Router
 from picobridge.core.routes import Routing
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
-from picobridge.core.switching import AgentSwitch, CommandReply
+from picobridge.core.switching import AgentSwitch
 from picobridge.core.voice import VoiceInbox
 from picobridge.store import Store
-from picobridge.supervision import TaskSupervisor
+from picobridge.supervision import TaskSupervisor, keep
 
 log = logging.getLogger("picobridge.intake")
 
 AGENT_DOWN_TEXT = ("⏳ The agent is not available right now. Your message is saved and will be "
                    "answered as soon as it is back.")
 MAX_TOLD = 100_000  # chats remembered as told during one outage
+# How long a command may take before it is answered in the background (seconds).
+COMMAND_INLINE = 3.0
+WORKING_ON_IT = "⏳ On it: the answer follows here."
 
 
 class Intake:
@@ -67,7 +74,7 @@ class Intake:
         self._swept: set[str] = set()
         self._store = store
         self._router = router
-        self._queue = voice.take if voice is not None else router.enqueue
+        self._queue = voice.take if voice is not None else router.arrive_soon
         self._outbox = outbox
         self._access = access
         self._commands = commands
@@ -81,11 +88,14 @@ class Intake:
         self._storage = StorageGuard()
         self._tasks = tasks if tasks is not None else TaskSupervisor()
         self._dialogs = dialogs
+        self._later: set[asyncio.Task[None]] = set()  # commands answered in the background
         self._quotas = quotas
+        self._liveness = Liveness()
 
     def stats(self) -> IntakeStats:
         return IntakeStats(dict(self._received), dict(self._duplicates), dict(self._denied),
-                           dict(self._connections), dict(self._disconnected_since))
+                           dict(self._connections), dict(self._disconnected_since),
+                           self._liveness.ages(), self._liveness.silent())
 
     async def submit(self, message: InboundMessage) -> SubmitResult:
         async with self._storage.writing("receiving a message"):
@@ -105,7 +115,7 @@ class Intake:
         agent = self._routing.agent_for(chat, message.sender_id, message.chat_kind)
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
-            return await self._command(command, message, agent)
+            return await self._command(*command, message, agent)
         if self._dialogs is not None and self._dialogs.asking(chat) is not None:
             return await self._typed_answer(message, agent)
         stored = await self._store.record_inbound(message, agent)
@@ -189,21 +199,82 @@ class Intake:
             # The message itself is stored: the platform must hear that it arrived.
             log.exception("could not store the agent-down notice chat=%s", chat.key)
 
-    async def _command(self, name: str, message: InboundMessage, agent: str) -> SubmitResult:
+    async def _command(self, name: str, argument: str, message: InboundMessage,
+                       agent: str) -> SubmitResult:
         platform = message.chat.platform
         if await self._store.seen(platform, message.platform_message_id):
             bump(self._duplicates, platform)
             return SubmitResult.DUPLICATE
-        reply = await self._commands.run(name, message.chat, agent, message.sender_id,
-                                         message)
-        text, dialog = (reply.text, reply.dialog) if isinstance(reply, CommandReply) \
-            else (reply, None)
-        stored = await self._store.record_command(
-            message, text, ReplyKind.QUESTION if dialog is not None else ReplyKind.NOTICE)
-        if stored is not None:
-            self._outbox.deliver(stored, dialog=dialog)
+        # A command that waits for the agent (/compact, a model list while it starts) must not
+        # hold up the platform's other messages: after a moment it answers in the background.
+        running = asyncio.ensure_future(self._commands.run(
+            name, message.chat, agent, argument, message.sender_id, message))
+        await asyncio.wait({running}, timeout=COMMAND_INLINE)
+        if running.done():
+            await self._answer_command(message, running.result(), first=True)
+        else:
+            stored = await self._store.record_command(message, WORKING_ON_IT)
+            if stored is not None:
+                self._outbox.deliver(stored)
+                keep(self._later, self._answer_later(message, running), f"command-{name}")
+            else:
+                running.cancel()
         log.info("command /%s platform=%s chat=%s", name, platform, message.chat.key)
         return SubmitResult.COMMAND
+
+    async def _answer_later(self, message: InboundMessage,
+                            running: asyncio.Future[CommandReply]) -> None:
+        try:
+            reply = await running
+        except Exception as exc:
+            log.exception("command in chat=%s failed", message.chat.key)
+            reply = CommandReply(f"⚠️ That did not work ({exc.__class__.__name__}).")
+        await self._answer_command(message, reply, first=False)
+
+    async def _answer_command(self, message: InboundMessage, reply: CommandReply, *,
+                              first: bool) -> None:
+        """Store a command's answer with the command (`first`) or after it, and send it."""
+        chat = message.chat
+        menu = bool(reply.options and reply.chosen is not None and self._dialogs is not None)
+        kind = ReplyKind.QUESTION if menu or reply.dialog is not None else ReplyKind.NOTICE
+        if first and not reply.files:
+            stored = await self._store.record_command(message, reply.text, kind)
+        else:
+            if first:  # a file goes after the command's own answer, which is stored with it
+                done = await self._store.record_command(message, "✓")
+                if done is None:
+                    return
+                self._outbox.deliver(done)
+            stored = await self._store.add_reply(chat, OutgoingReply(
+                reply.text, kind, reply_to=message.reply_to, files=reply.files))
+        if stored is None:
+            return
+        if menu:
+            assert self._dialogs is not None
+            dialog = self._dialogs.offer(chat, reply.title, reply.options,
+                                         self._menu_choice(message, reply))
+            self._outbox.deliver(stored, dialog=dialog)
+        else:
+            self._outbox.deliver(stored, dialog=reply.dialog)  # /agent's own menu, if any
+
+    def _menu_choice(self, message: InboundMessage, reply: CommandReply
+                     ) -> Callable[[str], Awaitable[None]]:
+        """What a click on one of a command's buttons does: the command's answer to it, told
+        to the chat like any command's."""
+        chosen = reply.chosen
+        assert chosen is not None
+
+        async def run(value: str) -> None:
+            text = await chosen(value)
+            self._outbox.deliver(await self._store.add_reply(message.chat, OutgoingReply(
+                text, ReplyKind.NOTICE, reply_to=message.reply_to)))
+
+        return run
+
+    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+        agent = self._routing.agent_for(chat) if chat is not None \
+            else self._routing.default_agent
+        return catalogue(self._commands.capabilities(agent).commands)
 
     async def _typed_answer(self, message: InboundMessage, agent: str) -> SubmitResult:
         """The chat's open question takes this message as its answer, not the agent."""
@@ -262,6 +333,12 @@ class Intake:
     async def set_cursor(self, name: str, value: str) -> None:
         async with self._storage.writing("saving a position"):
             await self._store.set_cursor(name, value)
+
+    def heard_from(self, platform: str) -> None:
+        self._liveness.heard_from(platform)
+
+    def silence(self, platform: str, seconds: float | None) -> None:
+        self._liveness.silence(platform, seconds)
 
     def connection_changed(self, platform: str, connected: bool) -> None:
         if self._connections.get(platform) != connected:

@@ -25,6 +25,9 @@ class Lane:
     queue: deque[StoredMessage] = field(default_factory=deque)
     turn: Turn | None = None
     waiting: bool = False  # in the round-robin queue
+    # Reserved for a control (/compact), or a message being sent into the last turn: no
+    # turn starts meanwhile.
+    held: int = 0
 
 
 class Lanes:
@@ -76,7 +79,7 @@ class Lanes:
         return self.make_waiting(lane, front=True)
 
     def make_waiting(self, lane: Lane, front: bool = False) -> bool:
-        if lane.waiting or lane.turn is not None or not lane.queue:
+        if lane.waiting or lane.turn is not None or lane.held or not lane.queue:
             return False
         lane.waiting = True
         if front:
@@ -90,7 +93,7 @@ class Lanes:
         while self._waiting:
             lane = self._waiting.popleft()
             lane.waiting = False
-            if lane.turn is None and lane.queue:
+            if lane.turn is None and not lane.held and lane.queue:
                 return lane
             self.forget_if_idle(lane)  # e.g. emptied by /stop while it waited
         return None
@@ -98,14 +101,17 @@ class Lanes:
     def return_skipped(self, skipped: list[Lane]) -> None:
         """Lanes that could not start now keep their places at the front, in order."""
         for lane in reversed(skipped):
-            if not lane.waiting and lane.turn is None and lane.queue:
+            if not lane.waiting and lane.turn is None and not lane.held and lane.queue:
                 lane.waiting = True
                 self._waiting.appendleft(lane)
 
     def take_batch(self, lane: Lane) -> list[StoredMessage]:
         first = lane.queue.popleft()
         batch = [first]
-        while self._coalesce and lane.queue and lane.queue[0].session_id == first.session_id:
+        # Messages already in the agent's history (text "", an interrupted turn's) go with the
+        # next one, coalescing or not.
+        while lane.queue and lane.queue[0].session_id == first.session_id \
+                and (self._coalesce or not any(m.text for m in batch)):
             batch.append(lane.queue.popleft())
         return batch
 
@@ -133,7 +139,7 @@ class Lanes:
         return removed
 
     def forget_if_idle(self, lane: Lane) -> None:
-        if not lane.queue and lane.turn is None and not lane.waiting:
+        if not lane.queue and lane.turn is None and not lane.waiting and not lane.held:
             self._lanes.pop(lane.chat.key, None)
 
     def ahead_of(self, lane: Lane) -> int:

@@ -17,11 +17,10 @@ from collections.abc import Callable, Mapping
 from picobridge.agent.port import (
     AgentEvent,
     AgentPool,
-    AgentRequest,
-    AgentUnavailable,
     DialogRequest,
     Failure,
     Progress,
+    Reply,
     Worker,
 )
 from picobridge.contract import (
@@ -35,12 +34,17 @@ from picobridge.contract import (
     ReplyKind,
 )
 from picobridge.core.answers import Answers
+from picobridge.core.busy import BusyHandling
+from picobridge.core.choices import SessionChoices
 from picobridge.core.dialogs import Dialogs
+from picobridge.core.dispatch import Dispatcher
 from picobridge.core.lanes import Lanes
+from picobridge.core.modes import BusyModes
 from picobridge.core.outbox import Outbox
 from picobridge.core.progress import ProgressRelay
+from picobridge.core.reserve import Reservations
 from picobridge.core.stats import ChatStatus, Histogram, RouterStats, bump
-from picobridge.core.turns import Turn, overdue, with_attempt
+from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
 from picobridge.supervision import TaskSupervisor, keep
 
@@ -57,14 +61,16 @@ _PROGRESS = {
 }
 
 
-class Router:
+class Router(Dispatcher, Reservations, BusyHandling):
     def __init__(self, store: Store, outbox: Outbox, adapters: Mapping[str, Adapter],
                  agents: AgentPool, *, turn_timeout: float, max_attempts: int, coalesce: bool,
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  turn_timeouts: Mapping[str, float] | None = None,
-                 answers: Answers | None = None) -> None:
+                 answers: Answers | None = None,
+                 choices: SessionChoices | None = None) -> None:
         self._store = store
+        self._choices = choices if choices is not None else SessionChoices(store)
         self._outbox = outbox
         self._progress = ProgressRelay(adapters)
         self._agents = agents
@@ -76,12 +82,15 @@ class Router:
         self._turns: dict[str, Turn] = {}
         self._busy: dict[str, int] = {}  # turns in flight per worker name
         self._wake = asyncio.Event()
+        self._freed: list[asyncio.Future[None]] = []
         self._idle = asyncio.Event()
         self._idle.set()
         self._supervisor = tasks if tasks is not None else TaskSupervisor()
         self._answers = answers if answers is not None else Answers(store, outbox)
         self._dialogs = dialogs if dialogs is not None else Dialogs(store, outbox, 300.0)
         self._recording: set[asyncio.Task[None]] = set()
+        self._sending: set[asyncio.Task[None]] = set()
+        self.busy_modes: BusyModes | None = None  # None: every message waits (collect)
         self._closing: set[asyncio.Task[None]] = set()
         self._outcomes: dict[str, int] = {}
         self._turn_seconds = Histogram()
@@ -176,6 +185,7 @@ class Router:
 
     async def worker_ready(self, worker: Worker) -> None:
         self._wake.set()
+        self._room_freed()
 
     async def worker_lost(self, worker: Worker, reason: str) -> None:
         self._wake.set()  # sessions waiting for this worker's first start may move now
@@ -184,6 +194,9 @@ class Router:
         # between and forget the lane these messages belong to.
         lost: list[tuple[Turn, Outcome]] = []
         for turn in [t for t in self._turns.values() if t.worker is worker]:
+            # Messages sent into it are asked again with it (see core/busy.py).
+            turn.messages = sorted([*turn.messages, *turn.pending.values()], key=lambda m: m.id)
+            turn.pending.clear()
             if turn.sent and turn.stopping:
                 # Killed to stop it (the agent did not end it after an abort): what the
                 # person asked for, not a turn to run again.
@@ -223,6 +236,9 @@ class Router:
                 if kind is not None:
                     await self._progress.show(turn, ProgressEvent(kind, event.text, event.tool))
             return
+        if isinstance(event, Reply | Failure) and turn is not None \
+                and await self._turn_reply(turn, event):
+            return
         if isinstance(event, Failure):
             await self._failed(turn, event)
             return
@@ -232,8 +248,10 @@ class Router:
         if turn is not None:
             self._end_turn(turn, Outcome.DONE)
             await self._progress.clear(turn.chat, Outcome.DONE)
-            self._answers.settle(turn, event.reply, self._after_turn)
-            return
+            if turn.messages:
+                self._answers.settle(turn, event.reply, self._after_turn)
+                return
+            self._after_turn(turn)  # a follow-up the bridge did not know of: still its chat's
         await self._answers.unsolicited(event.session, event.reply)
 
     async def _ask(self, worker: Worker, turn: Turn | None, request: DialogRequest) -> None:
@@ -285,6 +303,7 @@ class Router:
         if not self._turns:
             self._idle.set()
         self._wake.set()  # the worker has room again
+        self._room_freed()
 
     def _after_turn(self, turn: Turn) -> None:
         lane = self._lanes.get(turn.chat.key)
@@ -292,108 +311,3 @@ class Router:
             self._lanes.make_waiting(lane)
             self._lanes.forget_if_idle(lane)
         self._wake.set()
-
-    async def _dispatch_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            turns = self._claim()
-            if not turns:
-                continue
-            # One write for every turn this round starts (under load many lanes become ready
-            # at once), and the agent does not wait for it: the answer that settles these
-            # messages is stored after it, and what puts them back waits for it (_recorded).
-            self._record_dispatch([i for turn in turns for i in turn.ids])
-            await self._start_all(turns)
-
-    async def _start_all(self, turns: list[Turn]) -> None:
-        """Hand a wave's turns to their workers: one after another on a worker (its pipe takes
-        one write at a time), side by side across workers, so one slow agent (a session
-        switch, a full pipe) does not hold up the others."""
-        by_worker: dict[str, list[Turn]] = {}
-        for turn in turns:
-            by_worker.setdefault(turn.worker.name, []).append(turn)
-
-        async def in_turn(queue: list[Turn]) -> None:
-            for turn in queue:
-                await self._start(turn)
-
-        if len(by_worker) == 1:
-            await in_turn(turns)
-        else:
-            await asyncio.gather(*(in_turn(queue) for queue in by_worker.values()))
-
-    def _claim(self) -> list[Turn]:
-        """Take the next batch of each waiting lane whose session can start now.
-
-        Lanes and sessions are claimed here, before any await. Until then a lane looks idle:
-        a turn of this chat ending meanwhile would forget it, the chat's next message would
-        build a new lane, and a second turn of the same session would take this one's answer.
-        A lane whose worker is busy keeps its place at the front of the round robin.
-        """
-        turns: list[Turn] = []
-        skipped = []
-        while (lane := self._lanes.next_waiting()) is not None:
-            worker = self._agents.place(lane.queue[0].session_id, self._busy, lane.queue[0].agent)
-            if worker is None:
-                skipped.append(lane)
-                continue
-            batch = [with_attempt(m) for m in self._lanes.take_batch(lane)]
-            now = self._clock()
-            turn = Turn(lane.chat, batch[0].session_id, batch, worker, now, now)
-            lane.turn = turn
-            self._turns[turn.session] = turn
-            self._busy[worker.name] = self._busy.get(worker.name, 0) + 1
-            self._idle.clear()
-            turns.append(turn)
-        self._lanes.return_skipped(skipped)
-        return turns
-
-    def _record_dispatch(self, ids: list[int]) -> None:
-        async def run() -> None:
-            try:
-                await self._store.mark_dispatched(ids)
-            except Exception as exc:
-                # Only the attempt count is lost: the messages are answered all the same.
-                log.warning("recording a dispatch failed (%s: %s); only the attempt count is "
-                            "lost", exc.__class__.__name__, exc)
-
-        keep(self._recording, run(), "record-dispatch")
-
-    async def _recorded(self) -> None:
-        """Wait until every dispatch so far is written (before putting messages back)."""
-        if self._recording:
-            await asyncio.gather(*self._recording)
-
-    async def _start(self, turn: Turn) -> None:
-        session = turn.session
-        if self._turns.get(session) is not turn:
-            return  # the worker was lost meanwhile and worker_lost put the messages back
-        await self._progress.show(turn, ProgressEvent(ProgressKind.STARTED))
-        if self._turns.get(session) is not turn:
-            return
-        text = "\n\n".join(m.text for m in turn.messages)
-        attachments = tuple(a for m in turn.messages for a in m.attachments)
-        # Before the write starts: a fast agent may answer before send() returns.
-        turn.sent = True
-        try:
-            await turn.worker.send(AgentRequest(session, text, attachments))
-        except AgentUnavailable:
-            if self._turns.get(session) is not turn:
-                return  # lost during the write: worker_lost has requeued it already
-            # The worker went away between placing and writing: not this message's fault, so
-            # put it back without counting the attempt.
-            self._end_turn(turn, Outcome.REQUEUED)
-            self._put_back(turn, [with_attempt(m, -1) for m in turn.messages])
-            await self._recorded()
-            await self._store.requeue(turn.ids, refund=True)
-
-    async def _timeout_loop(self) -> None:
-        period = min(1.0, self._turn_timeout / 4, *(t / 4 for t in self._turn_timeouts.values()))
-        while True:
-            await asyncio.sleep(period)
-            for turn, limit in overdue(list(self._turns.values()), self._clock(),
-                                       self._turn_timeouts, self._turn_timeout):
-                turn.timed_out = True
-                turn.worker.cancel_turn(turn.session, f"turn timeout after {limit:g}s "
-                                                      f"(chat {turn.chat.key})")

@@ -93,6 +93,11 @@ class Routing:
     def routes(self) -> list[Route]:
         return list(self._routes)
 
+    @property
+    def default_agent(self) -> str:
+        """The agent of chats no route names (`bridge.default_agent`)."""
+        return self._default.agent
+
     def route(self, chat: ChatRef, user: str | None = None, kind: str | None = None) -> Route:
         return next((r for r in self._routes if r.matches(chat, user, kind)), self._default)
 

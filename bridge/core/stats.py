@@ -69,6 +69,9 @@ class IntakeStats:
     connections: Mapping[str, bool] = field(default_factory=dict)
     # Since when each platform has been disconnected (monotonic); absent while connected.
     disconnected_since: Mapping[str, float] = field(default_factory=dict)
+    # Seconds since each platform last delivered anything, and those connected but silent.
+    last_heard: Mapping[str, float] = field(default_factory=dict)
+    silent: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

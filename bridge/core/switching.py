@@ -17,20 +17,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from picobridge.contract import ChatRef, Dialog, DialogAnswer, DialogKind, InboundMessage
+from picobridge.core.command_reply import CommandReply
 from picobridge.core.routes import Routing
 from picobridge.store import Store
 
 log = logging.getLogger("picobridge.switching")
 
 MAX_MENUS = 1000  # menus whose buttons still work (older ones say they no longer do)
-
-
-@dataclass(frozen=True, slots=True)
-class CommandReply:
-    """A command's answer that offers buttons: shown as a question with `dialog`."""
-
-    text: str
-    dialog: Dialog | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +61,7 @@ class AgentSwitch:
             self._menus.popitem(last=False)
         lines = [f"This chat talks to the agent {current}. Switch to:"]
         lines += [f"{n}. {name}  (/agent {name})" for n, name in enumerate(others, 1)]
-        return CommandReply("\n".join(lines), dialog)
+        return CommandReply("\n".join(lines), dialog=dialog)
 
     async def clicked(self, dialog_id: str, chat: ChatRef, answer: DialogAnswer) -> str | None:
         """A button of a menu: switch (the question then shows what happened), or None

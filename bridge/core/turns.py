@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from picobridge.agent.port import Worker
 from picobridge.contract import ChatRef
@@ -26,6 +26,13 @@ class Turn:
     # The person asked to stop it (/stop): if its agent must be killed for that, the turn
     # ends there instead of being sent again.
     stopping: bool = False
+    # Messages sent into the running turn (busy modes steer, followup) by their tag, until
+    # the agent's answer says what became of them.
+    pending: dict[str, StoredMessage] = field(default_factory=dict)
+    # A new message asked to stop this turn (busy mode interrupt): once it ends stopped, its
+    # messages go to the agent again with the new one.
+    interrupted: bool = False
+    noted: bool = False  # the chat was told its mode falls back (once per turn)
 
     @property
     def ids(self) -> list[int]:
@@ -51,7 +58,8 @@ def overdue(turns: Iterable[Turn], now: float, limits: Mapping[str, float],
     (`limits` per agent, else `default`), each with that timeout; not those already timed out."""
     found = []
     for turn in turns:
-        limit = limits.get(turn.messages[0].agent, default)
+        # (A turn between follow-ups may hold no message of its own for a moment.)
+        limit = limits.get(turn.messages[0].agent, default) if turn.messages else default
         if turn.sent and not turn.timed_out and now - turn.last_activity > limit:
             found.append((turn, limit))
     return found

@@ -69,6 +69,10 @@ class HealthSnapshot:
     agent_grace_seconds: float = DEFAULT_AGENT_GRACE
     # Long-lived tasks that keep failing (see picobridge.supervision).
     failing: tuple[str, ...] = ()
+    # Inbound liveness: seconds since each platform last delivered anything, and the
+    # platforms connected but silent for longer than they allow (degraded).
+    last_heard: Mapping[str, float] = field(default_factory=dict)
+    silent: Mapping[str, float] = field(default_factory=dict)
     problems: tuple[str, ...] = field(init=False, default=())
     warnings: tuple[str, ...] = field(init=False, default=())
 
@@ -99,6 +103,8 @@ class HealthSnapshot:
                 name: "connected" if up else "disconnected"
                 for name, up in sorted(self.platforms.items())
             },
+            "platforms_last_event_seconds": {
+                name: round(age, 1) for name, age in sorted(self.last_heard.items())},
             "queue_depth": self.queue_depth,
             "in_flight": self.in_flight,
             "outbox_pending": self.outbox_pending,
@@ -150,6 +156,9 @@ def _verdict(snap: HealthSnapshot) -> tuple[list[str], list[str]]:
                         if w.state != READY and w not in bad and len(snap.workers) > 1)
     problems.extend(f"{name} disconnected" for name, up in sorted(snap.platforms.items())
                     if not up)
+    warnings.extend(f"{name} connected but silent for {seconds:.0f}s"
+                    for name, seconds in sorted(snap.silent.items())
+                    if snap.platforms.get(name, False))
     problems.extend(f"{name} keeps failing" for name in snap.failing)
     return problems, warnings
 
@@ -177,6 +186,8 @@ def apply_snapshot(metrics: Metrics, snap: HealthSnapshot) -> None:
     metrics.set_queue(snap.queue_depth, snap.in_flight)
     metrics.set_outbox(snap.outbox_pending, snap.oldest_undelivered_age_seconds)
     metrics.set_agent_up(snap.agent_up)
+    for platform, age in snap.last_heard.items():
+        metrics.set_last_event_age(platform, age)
     for worker in snap.workers:
         metrics.set_worker(worker.name, up=worker.state == READY, busy=worker.busy,
                            agent=worker.agent)

@@ -103,6 +103,10 @@ class Metrics:
         self._dead = Gauge(f"{PREFIX}dead_letters", "Messages (kind=message) and replies "
                            "(kind=reply) that failed for good: `picobridge failed list`",
                            ["kind"], registry=self.registry)
+        self._last_event = Gauge(f"{PREFIX}platform_last_event_age_seconds",
+                                 "Seconds since the platform last delivered anything (an "
+                                 "event, a completed poll, a ping's answer)", ["platform"],
+                                 registry=self.registry)
         self._synced: dict[str, int] = {}
         # Export zeroes for known label values: a series that appears only after the first
         # event breaks rate() and absent()-style alerts.
@@ -150,6 +154,9 @@ class Metrics:
     def set_queue(self, depth: int, in_flight: int) -> None:
         self._queue_depth.set(depth)
         self._in_flight.set(in_flight)
+
+    def set_last_event_age(self, platform: str, seconds: float) -> None:
+        self._last_event.labels(platform).set(seconds)
 
     def set_dead_letters(self, messages: int, replies: int) -> None:
         self._dead.labels("message").set(messages)

@@ -84,6 +84,8 @@ async def snapshot(sources: Sources, metrics: Metrics) -> HealthSnapshot:
         oldest_undelivered_age_seconds=await sources.store.oldest_open_age(),
         agent_grace_seconds=sources.agent_grace,
         failing=sources.failing(),
+        last_heard=sources.intake().last_heard,
+        silent=sources.intake().silent,
     )
 
 

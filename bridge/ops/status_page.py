@@ -35,7 +35,7 @@ h2 { font-size: 1.05rem; margin: 1.6rem 0 .5rem; }
 .sub { color: #5b6475; margin: 0 0 1rem; }
 .verdict { display: inline-block; padding: .3rem .8rem; border-radius: 1rem; font-weight: 600; }
 .ok, .ready, .connected, .delivered { color: #0f6b2f; background: #dcf5e3; }
-.degraded, .starting, .restarting { color: #7a4b00; background: #fdf0d2; }
+.degraded, .starting, .restarting, .silent { color: #7a4b00; background: #fdf0d2; }
 .unhealthy, .stopped, .disconnected, .failed { color: #8c1d18; background: #fbe0de; }
 table { border-collapse: collapse; width: 100%; background: #fff; }
 th, td { text-align: left; padding: .45rem .7rem; border-bottom: 1px solid #e3e6eb; }
@@ -82,20 +82,29 @@ def _cell(text: object) -> str:
 
 
 def _workers(snap: HealthSnapshot, now: float) -> str:
+    several = len({w.agent for w in snap.workers}) > 1  # named agents: say whose each is
     rows = [[_cell(w.name), f'<td class="state">{_badge(w.state)}</td>', _cell(w.busy),
-             _cell(w.pid or "-"), _cell(_ago(w.last_pong, now)), _cell(w.restarts)]
+             _cell(w.pid or "-"), _cell(_ago(w.last_pong, now)), _cell(w.restarts),
+             *([_cell(w.agent)] if several else [])]
             for w in snap.workers]
     return _table(("worker", "state", "turns running", "pid", "last answered ping",
-                   "restarts"), rows, "No agent worker.")
+                   "restarts", *(["agent"] if several else [])), rows, "No agent worker.")
 
 
 def _platforms(snap: HealthSnapshot, outbox: OutboxStats) -> str:
-    rows = [[_cell(name), f'<td class="state">{_badge("connected" if up else "disconnected")}'
-             "</td>", _cell(outbox.sent.get(name, 0)), _cell(outbox.failed.get(name, 0)),
+    def state(name: str, up: bool) -> str:
+        return "silent" if up and name in snap.silent else "connected" if up else "disconnected"
+
+    def heard(name: str) -> str:
+        age = snap.last_heard.get(name)
+        return "never" if age is None else f"{age:.0f} s ago"
+
+    rows = [[_cell(name), f'<td class="state">{_badge(state(name, up))}</td>', _cell(heard(name)),
+             _cell(outbox.sent.get(name, 0)), _cell(outbox.failed.get(name, 0)),
              _cell(outbox.rate_limited.get(name, 0))]
             for name, up in sorted(snap.platforms.items())]
-    return _table(("platform", "connection", "replies delivered", "refused for good",
-                   "rate-limited"), rows, "No platform is enabled.")
+    return _table(("platform", "connection", "last heard", "replies delivered",
+                   "refused for good", "rate-limited"), rows, "No platform is enabled.")
 
 
 def _figures(snap: HealthSnapshot) -> str:

@@ -96,7 +96,8 @@ class InboundTable(Database):
 
     async def record_command(self, msg: InboundMessage, reply: str,
                              kind: ReplyKind = ReplyKind.NOTICE) -> StoredReply | None:
-        """Record a handled bridge command and its reply together; None when seen before."""
+        """Record a handled bridge command and its reply together (a NOTICE, or a QUESTION
+        offering choices); None when seen before."""
         now = time.time()
         msg, reply = clean_inbound(msg), clean(reply)
         async with self._tx() as db:

@@ -21,8 +21,10 @@ from picobridge.store.inbound import InboundTable
 from picobridge.store.queued import QueuedTable
 from picobridge.store.quotas import QuotaTable
 from picobridge.store.replies import ReplyTable
+from picobridge.store.settings import SettingsTables
 
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
-            Figures, QueuedTable, DeadLetterTable, QuotaTable, ErasureTable, Database):
+            SettingsTables, Figures, QueuedTable, DeadLetterTable, QuotaTable, ErasureTable,
+            Database):
     pass

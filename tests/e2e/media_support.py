@@ -36,7 +36,7 @@ def put(tmp: Path, name: str, data: bytes) -> Path:
 
 def script_reply(tmp: Path, name: str, content: str,
                  attachments: list[dict[str, Any]] | None = None,
-                 delete_after: list[Path] | None = None) -> str:
+                 delete_after: list[Path] | None = None, hold_until: Path | None = None) -> str:
     """What the fake agent answers to a message holding the returned directive."""
     folder = tmp / "agent" / "replies"
     folder.mkdir(parents=True, exist_ok=True)
@@ -45,5 +45,7 @@ def script_reply(tmp: Path, name: str, content: str,
         script["attachments"] = attachments
     if delete_after:
         script["delete_after"] = [str(p) for p in delete_after]
+    if hold_until is not None:
+        script["hold_until"] = str(hold_until)
     (folder / f"{name}.json").write_text(json.dumps(script), encoding="utf-8")
     return f"#reply={name}"

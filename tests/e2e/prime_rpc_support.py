@@ -74,34 +74,45 @@ def ensure_pi() -> Path:
     return PI_BIN
 
 
+# Two models for the controls' tests: one that cannot reason, one that can (and is sent
+# reasoning_effort, the fake LLM recording it).
+TWO_MODELS = (("fake-model", "Fake Model", False), ("fake-beta", "Fake Beta", True))
+
+
 def pi_agent_dir(tmp: Path, llm: FakeLLM, max_retries: int = 3,
-                 retry_delay_ms: int = 300) -> Path:
-    """PI_CODING_AGENT_DIR for an offline pi whose only model is the fake LLM."""
+                 retry_delay_ms: int = 300,
+                 models: tuple[tuple[str, str, bool], ...] = TWO_MODELS[:1]) -> Path:
+    """PI_CODING_AGENT_DIR for an offline pi whose models (id, name, reasoning) are the fake
+    LLM; the first is the one the command line names."""
     agent_dir = tmp / "pi-agent"
     agent_dir.mkdir(parents=True, exist_ok=True)
-    models = {"providers": {"fakellm": {
+    models_json = {"providers": {"fakellm": {
         "baseUrl": llm.api_base, "api": "openai-completions", "apiKey": "fake-llm-key",
-        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-        "models": [{"id": "fake-model", "name": "Fake Model", "reasoning": False,
+        "compat": {"supportsDeveloperRole": False,
+                   "supportsReasoningEffort": any(r for _, _, r in models)},
+        "models": [{"id": ident, "name": name, "reasoning": reasoning,
                     "input": ["text", "image"], "contextWindow": 128000, "maxTokens": 4096,
-                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}}
+                    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}
+                   for ident, name, reasoning in models]}}}
     settings = {"quietStartup": True, "enableInstallTelemetry": False,
                 "retry": {"enabled": True, "maxRetries": max_retries,
                           "baseDelayMs": retry_delay_ms}}
-    (agent_dir / "models.json").write_text(json.dumps(models), encoding="utf-8")
+    (agent_dir / "models.json").write_text(json.dumps(models_json), encoding="utf-8")
     (agent_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
     return agent_dir
 
 
 def pi_agent_settings(tmp: Path, llm: FakeLLM, pi: Path, *, max_retries: int = 3,
-                      retry_delay_ms: int = 300, **agent: Any) -> dict[str, Any]:
+                      retry_delay_ms: int = 300,
+                      pi_models: tuple[tuple[str, str, bool], ...] = TWO_MODELS[:1],
+                      **agent: Any) -> dict[str, Any]:
     """The [agent] table for the real pi, offline, against `llm`."""
     return {
         "protocol": "prime-rpc",
         "command": [str(pi), "--mode", "rpc", "--offline", "--provider", "fakellm",
                     "--model", "fake-model", "--no-context-files"],
         "env": {"PI_CODING_AGENT_DIR": str(pi_agent_dir(tmp, llm, max_retries,
-                                                         retry_delay_ms))},
+                                                         retry_delay_ms, pi_models))},
         # pi takes about a second to start on the 2-core machine, longer under load.
         "ready_timeout": 60, "ping_interval": 2, "ping_timeout": 10, "turn_timeout": 60,
         "shutdown_timeout": 5,

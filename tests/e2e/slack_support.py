@@ -49,7 +49,7 @@ def texts(messages: list[PostedMessage]) -> list[str]:
 
 
 async def reply_to(fake: FakeSlack, channel: str, needle: str, *, thread_ts: str | None = None,
-                   timeout: float = 15.0) -> PostedMessage:
+                   timeout: float = 30.0) -> PostedMessage:
     """The bot's message in `channel` (optionally in a thread) whose text contains `needle`."""
     return await fake.wait_for_message(channel=channel, thread_ts=thread_ts,
                                        predicate=lambda m: needle in m.text, timeout=timeout)

@@ -44,7 +44,7 @@ def replies(fake: FakeTelegram, chat_id: int, needle: str) -> list[SentMessage]:
 
 
 async def reply_containing(fake: FakeTelegram, chat_id: int, needle: str,
-                           timeout: float = 15.0) -> SentMessage:
+                           timeout: float = 30.0) -> SentMessage:
     await fake.wait_for(lambda: bool(replies(fake, chat_id, needle)),
                         f"a reply containing {needle!r} in chat {chat_id}", timeout)
     return replies(fake, chat_id, needle)[0]
@@ -53,4 +53,4 @@ async def reply_containing(fake: FakeTelegram, chat_id: int, needle: str,
 async def started(daemon: Daemon, fake: FakeTelegram) -> None:
     """The daemon is connected and long-polling."""
     await daemon.wait_for_log(r"connected to Telegram as @")
-    await fake.wait_for_poll(timeout=20)
+    await fake.wait_for_poll(timeout=60)

@@ -5,7 +5,6 @@ dropped; /metrics counts them."""
 from __future__ import annotations
 
 import re
-import socket
 import urllib.request
 from pathlib import Path
 
@@ -17,13 +16,7 @@ from tests.e2e.telegram_support import (
     telegram_config,
 )
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon, run_cli
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.harness import AgentJournal, Daemon, free_port, run_cli
 
 
 async def _failed(config: Path, *args: str) -> tuple[int, str]:
@@ -39,7 +32,7 @@ def _metrics(port: int) -> str:
 
 async def test_failed_messages_and_replies_are_listed_retried_and_dropped(
         tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     async with FakeTelegram() as fake:
         config = telegram_config(tmp_path, fake,
                                  sections={"http": {"listen": f"127.0.0.1:{port}"}})

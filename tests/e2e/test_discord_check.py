@@ -29,8 +29,8 @@ async def test_check_signs_in_and_reports_the_intent(tmp_path: Path) -> None:
 async def test_run_stops_with_the_reason_when_discord_refuses_the_intents(
         tmp_path: Path) -> None:
     async with FakeDiscord(app_flags=0) as fake:
-        daemon = await Daemon(discord_config(tmp_path, fake)).start()
-        code = await daemon.wait(60)
+        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+            code = await daemon.wait(60)
         assert code != 0
         assert "Message Content intent is not enabled" in daemon.log
         assert [c.close_code for c in fake.connections] == [4014]
@@ -41,8 +41,8 @@ async def test_run_stops_when_the_token_is_refused(tmp_path: Path) -> None:
     async with FakeDiscord() as fake:
         config = discord_config(tmp_path, fake)
         fake.revoke_bot_token()
-        daemon = await Daemon(config).start()
-        code = await daemon.wait(60)
+        async with Daemon(config) as daemon:
+            code = await daemon.wait(60)
         assert code != 0
         assert "Discord refused the bot token" in daemon.log
         assert fake.token not in daemon.log

@@ -102,9 +102,11 @@ async def test_sigkill_in_the_middle_of_the_catch_up_loses_nothing(tmp_path: Pat
             for user in users:
                 fake.say(fake.dm_channel(user).id, f"t{user}-{i}", user, deliver=False)
         daemon = await Daemon(config).start()
-        await online(daemon, fake)
-        await fake.wait_for(lambda: len(answered(fake)) >= len(users) + 6, timeout=60)
-        await daemon.kill()
+        try:
+            await online(daemon, fake)
+            await fake.wait_for(lambda: len(answered(fake)) >= len(users) + 6, timeout=60)
+        finally:
+            await daemon.kill()
         before = len(answered(fake)) - len(users)
         assert before < len(everything), "the kill came too late to test anything"
 

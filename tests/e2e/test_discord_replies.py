@@ -68,8 +68,9 @@ async def test_429s_are_waited_out_and_replies_keep_their_order(tmp_path: Path) 
         assert 502 in statuses and 0 in statuses
         limited = [c for c in fake.calls_to("create_message") if c.status == 429]
         assert len(limited) == 2
-        # Nobody came back before the wait was over (Discord would have answered 429 again).
-        assert fake.early_retries == []
+        # No reply came back before its wait was over (Discord would have answered 429
+        # again). A typing call already on its way when the global limit began may meet it.
+        assert [b for b in fake.early_retries if b.startswith("create_message")] == []
         words = " ".join(m.content for m in fake.messages_in(dm))
         assert [w for w in words.split() if w in ("one", "two", "three", "four", "five", "six")
                 ] == ["one", "two", "three", "four", "five", "six"]

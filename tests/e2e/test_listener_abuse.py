@@ -5,13 +5,12 @@ and a request body dropped half-way."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 
 from tests.e2e.flood_support import Flood, log_bytes, probe_health, room_for, soft_fd_limit
 from tests.e2e.telegram_support import USER, reply_containing, telegram_config
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import Daemon
+from tests.harness import Daemon, free_port
 
 HALF_OPEN = 1100
 HEADER_TIMEOUT = 2.0
@@ -19,11 +18,6 @@ BODY_TIMEOUT = 3.0
 HEALTH_DEADLINE = 2.0  # the issue's "within 2 s throughout", per probe
 PROBES = 12
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _config(tmp_path: Path, fake: FakeTelegram, port: int) -> Path:
@@ -47,7 +41,7 @@ async def _started(daemon: Daemon) -> None:
 async def test_a_flood_of_half_open_connections_leaves_health_and_webhooks_working(
         tmp_path: Path) -> None:
     room_for(HALF_OPEN + PROBES)
-    port = _free_port()
+    port = free_port()
     async with FakeTelegram() as fake:
         async with Daemon(_config(tmp_path, fake, port),
                           preexec=lambda: soft_fd_limit(1024)) as daemon:
@@ -79,7 +73,7 @@ async def test_a_flood_of_half_open_connections_leaves_health_and_webhooks_worki
 
 
 async def test_a_body_dropped_half_way_is_one_debug_line(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     async with FakeTelegram() as fake, Daemon(_config(tmp_path, fake, port)) as daemon:
         await _started(daemon)
         for _ in range(3):

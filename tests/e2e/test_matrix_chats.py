@@ -12,14 +12,11 @@ from tests.e2e.matrix_support import (
     body,
     matrix_config,
     person,
-    synapse,
     synced,
 )
 from tests.harness import Daemon, run_cli
 from tests.synapse.person import Person
 from tests.synapse.server import Synapse
-
-__all__ = ["synapse"]
 
 
 async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> None:
@@ -30,9 +27,10 @@ async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> Non
         await synced(daemon)
         room = await me.create_room([bot.user_id], direct=True)
         await me.wait_joined(room, bot.user_id)
-        asked = await me.say(room, "hello there")
+        asked = await me.say(room, "hello there #slow=1")
+        await me.wait_until(lambda: bot.user_id in me.typing, what="the bot typing")
         answer = await me.wait_for_message(room, bot.user_id, lambda e: "echo" in body(e))
-        assert body(answer) == "echo: hello there"
+        assert body(answer) == "echo: hello there #slow=1"
         # A direct chat needs no quote; the answer is marked done on the question.
         assert "m.relates_to" not in answer["content"]
         reaction = await me.wait_until(lambda: next(
@@ -97,6 +95,16 @@ async def test_a_room_hears_mentions_with_context_and_threads_are_sessions(
         assert f"{name}:" not in text.split("The message for you:")[-1]
         assert answer["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
         assert len(alice.messages_from(room, bot.user_id)) == 1
+        # A reply to the bot's message needs no mention; a reply to someone else's does.
+        await alice.say(room, "and bob's?", **{"m.relates_to": {"m.in_reply_to": {
+            "event_id": next(e["event_id"] for e in alice.events[room]
+                             if body(e) == "anyone looking at it?")}}})
+        await alice.say(room, "> <bot> earlier\n\nand then?", **{"m.relates_to": {
+            "m.in_reply_to": {"event_id": answer["event_id"]}}})
+        follow = await alice.wait_for_message(room, bot.user_id,
+                                              lambda e: "and then?" in body(e))
+        assert "and bob's?" not in body(follow)
+        assert not any("and bob's?" in body(e) for e in alice.messages_from(room, bot.user_id))
 
         # A thread under bob's message is a conversation of its own.
         root = next(e["event_id"] for e in alice.events[room]

@@ -11,16 +11,12 @@ from tests.e2e.matrix_support import (
     assert_no_secrets,
     body,
     matrix_config,
-    own_synapse,
     person,
-    synapse,
     synced,
 )
 from tests.harness import Daemon
 from tests.synapse.person import Person
 from tests.synapse.server import Synapse
-
-__all__ = ["own_synapse", "synapse"]
 
 WORD = re.compile(r"\bm(\d+)\b")
 

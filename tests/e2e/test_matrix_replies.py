@@ -4,6 +4,7 @@ and an encrypted room told once that the bot cannot read it."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from tests.e2e.matrix_support import (
@@ -11,15 +12,13 @@ from tests.e2e.matrix_support import (
     body,
     matrix_config,
     person,
-    synapse,
     synced,
 )
 from tests.e2e.media_support import PDF, PNG, put, script_reply
+from tests.e2e.test_telegram_streaming import GATED_AGENT, Gates
 from tests.harness import Daemon
 from tests.synapse.person import Event, Person
 from tests.synapse.server import Account, Synapse
-
-__all__ = ["synapse"]
 
 
 async def direct_room(me: Person, bot: Account) -> str:
@@ -70,39 +69,50 @@ async def test_markdown_arrives_as_html_and_long_replies_split_whole(
 async def test_streaming_edits_one_message_into_the_answer(tmp_path: Path,
                                                             synapse: Synapse) -> None:
     bot, alice = synapse.register(), synapse.register()
-    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], "--delta-chars=4",
+    gates = Gates()
+    port = await gates.start()
+    agent = {"command": [sys.executable, str(GATED_AGENT), "--gate-port", str(port)]}
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], agent=agent,
                            stream=True, reaction_done="")
-    async with Daemon(config) as daemon, person(synapse, alice) as me:
-        await synced(daemon)
-        room = await direct_room(me, bot)
-        text = "stream me " * 30 + "#slow=2"
-        await me.say(room, text)
-        want = f"echo: {text}"
-        await me.wait_until(lambda: any(e["content"].get("m.new_content", {}).get("body")
-                                        == want for e in edits(me, room, bot.user_id)),
-                            what="the answer as an edit of the draft")
-        drafts = me.messages_from(room, bot.user_id)
-        assert len(drafts) == 1, "the answer must replace the draft, not follow it"
-        for edit in edits(me, room, bot.user_id):
-            assert edit["content"]["m.relates_to"]["event_id"] == drafts[0]["event_id"]
+    try:
+        async with Daemon(config) as daemon, person(synapse, alice) as me:
+            await synced(daemon)
+            room = await direct_room(me, bot)
+            text = "stream me " * 30 + "#gate=g"
+            await me.say(room, text)
+            await gates.reached("g")
+            # Half the answer is streamed; the agent holds the rest until the gate opens.
+            draft = await me.wait_for_message(room, bot.user_id, what="the draft")
+            assert body(draft).startswith("echo: stream me") and body(draft).endswith("…")
+            gates.open("g")
+            want = f"echo: {text}"
+            await me.wait_until(lambda: any(
+                e["content"].get("m.new_content", {}).get("body") == want
+                for e in edits(me, room, bot.user_id)), what="the answer as an edit")
+            assert me.messages_from(room, bot.user_id) == [draft], \
+                "the answer must replace the draft, not follow it"
+            for edit in edits(me, room, bot.user_id):
+                assert edit["content"]["m.relates_to"]["event_id"] == draft["event_id"]
+    finally:
+        gates.close()
 
 
 async def test_the_rate_limit_is_waited_out_in_order(tmp_path: Path,
                                                      synapse: Synapse) -> None:
-    bot = synapse.register(unlimited=False)  # Synapse's own limits: a burst of 10
+    bot = synapse.register(unlimited=False)  # a burst of 2, then one every 3.3 s
     alice = synapse.register()
     config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="",
                            sections={"bridge": {"coalesce": False}}, agent={"turn_timeout": 90})
     async with Daemon(config) as daemon, person(synapse, alice) as me:
         await synced(daemon)
         room = await direct_room(me, bot)
-        for n in range(13):
+        for n in range(5):
             await me.say(room, f"n{n}")
-        await me.wait_until(lambda: len(me.messages_from(room, bot.user_id)) >= 13,
+        await me.wait_until(lambda: len(me.messages_from(room, bot.user_id)) >= 5,
                             timeout=90, what="every answer")
         await daemon.wait_for_log(r"not delivered \(Matrix rate limit: retry after")
         assert [body(e) for e in me.messages_from(room, bot.user_id)] == \
-            [f"echo: n{n}" for n in range(13)]
+            [f"echo: n{n}" for n in range(5)]
 
 
 async def test_files_are_received(tmp_path: Path, synapse: Synapse) -> None:

@@ -73,3 +73,38 @@ async def test_a_slack_audio_clip_is_transcribed(tmp_path: Path) -> None:
     (message,) = AgentJournal(tmp_path / "agent").messages()
     assert message["content"].startswith("[Voice message, 4 s, transcribed] transcript of ")
     assert message["content"].endswith("hello from the voice note")
+
+
+async def test_a_streamed_draft_gives_way_to_the_files(tmp_path: Path) -> None:
+    put(tmp_path, "a.png", PNG)
+    gate = tmp_path / "answer-now"
+    directive = script_reply(tmp_path, "drafted", "The picture.\nMEDIA: a.png", hold_until=gate)
+    async with FakeTelegram() as fake, \
+            Daemon(telegram_config(tmp_path, fake, stream=True)) as daemon:
+        await started(daemon, fake)
+        fake.user_message(USER, USER, f"a long thought first {directive}")
+        await fake.wait_for(lambda: fake.sent_messages(USER), "the streamed draft")
+        gate.touch()
+        (photo,) = await fake.wait_for(lambda: fake.sent_files(USER), "the photo", timeout=30)
+        await fake.wait_for(lambda: fake.sent_messages(USER) == [photo],
+                            "only the photo on screen")
+    assert photo.caption == "The picture."
+    drafts = [m for m in fake.sent_messages(USER, include_deleted=True) if m.kind == "text"]
+    assert drafts and all(m.deleted for m in drafts)
+
+
+async def test_a_file_telegram_refuses_becomes_a_note_with_its_text(tmp_path: Path) -> None:
+    put(tmp_path, "odd.png", PNG)
+    put(tmp_path, "fine.pdf", PDF)
+    directive = script_reply(tmp_path, "refused", "Look at this.\nMEDIA: odd.png\nMEDIA: fine.pdf")
+    async with FakeTelegram() as fake, Daemon(telegram_config(tmp_path, fake)) as daemon:
+        await started(daemon, fake)
+        fake.fail_next("sendPhoto", 400, error="Bad Request: IMAGE_PROCESS_FAILED")
+        fake.user_message(USER, USER, f"look {directive}")
+        (document,) = await fake.wait_for(lambda: fake.sent_files(USER), "the document",
+                                          timeout=30)
+        log = daemon.log
+    note, sent = fake.sent_messages(USER)
+    assert note.text == "Look at this.\n\n📎 odd.png could not be sent: Telegram refused it."
+    assert sent is document and document.file is not None and document.file.data == PDF
+    assert "refused photo odd.png (image_process_failed)" in log.lower()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.e2e.telegram_support import STRANGER, USER, reply_containing, started, telegram_config
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon
+from tests.harness import AgentJournal, Daemon, proc_status_kib
 
 JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 40
 
@@ -84,12 +84,6 @@ async def test_files_over_the_limits_are_refused_clearly(tmp_path: Path) -> None
         assert "attachments" not in only
 
 
-def _rss_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {field} for {pid}")
-
 
 async def test_a_download_is_cut_at_the_limit_whatever_getfile_claimed(tmp_path: Path) -> None:
     """getFile says 100 bytes, the file server streams 300 MB: reading stops at
@@ -102,7 +96,7 @@ async def test_a_download_is_cut_at_the_limit_whatever_getfile_claimed(tmp_path:
             await reply_containing(fake, USER, "echo: warm up")
             assert daemon.proc is not None
             pid = daemon.proc.pid
-            idle = _rss_kib(pid, "VmRSS")
+            idle = proc_status_kib(pid, "VmRSS")
             # From here VmHWM is the peak of what follows (clear_refs 5 resets it).
             Path(f"/proc/{pid}/clear_refs").write_text("5")  # noqa: ASYNC240 (procfs, instant)
             stored = fake.add_file(b"", "huge.bin", "application/octet-stream",
@@ -111,7 +105,7 @@ async def test_a_download_is_cut_at_the_limit_whatever_getfile_claimed(tmp_path:
             told = await reply_containing(
                 fake, USER, "'huge.bin' is over 20.0 MB, the most I can take", timeout=60)
             answer = await reply_containing(fake, USER, "echo: take this", timeout=60)
-            peak = _rss_kib(pid, "VmHWM")
+            peak = proc_status_kib(pid, "VmHWM")
             assert "could not be received" in (answer.text or "")
             await fake.wait_for(lambda: stored.file_path in fake.streamed_bytes)
         assert told.text is not None

@@ -450,6 +450,9 @@ class FakeAgent:
                 self.emit_bytes(junk)
         response: dict[str, Any] = {"type": "response", "content": reply, "session": session}
         scripted = self.scripted_reply(content)
+        hold = scripted.get("hold_until")
+        while isinstance(hold, str) and not Path(hold).exists():
+            time.sleep(0.05)
         response.update({k: v for k, v in scripted.items() if k in ("content", "attachments")})
         self.journal({"event": "answer", "session": key})
         self.not_busy(record)

@@ -211,7 +211,7 @@ class FakeServer:
         return True
 
     async def wait_for(self, predicate: Callable[[], T | None], what: str = "",
-                       timeout: float = 10.0) -> T:
+                       timeout: float = 30.0) -> T:
         """Wait until ``predicate()`` is truthy and return its value.
 
         It is re-checked whenever the fake's state changes; state the fake does not own wakes
@@ -233,7 +233,7 @@ class FakeServer:
                            f"(last calls: {recent})")
 
     async def wait_for_call(self, method: str, predicate: Callable[[Call], bool] | None = None,
-                            *, count: int = 1, timeout: float = 10.0) -> Call:
+                            *, count: int = 1, timeout: float = 30.0) -> Call:
         """Wait for ``count`` calls of ``method`` (matching ``predicate``); return the last."""
 
         def matching() -> list[Call]:

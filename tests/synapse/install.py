@@ -37,7 +37,7 @@ def ensure(venv: Path | None = None) -> Path:
     """The Python of an installed Synapse venv, installing it first when needed."""
     venv = venv or venv_dir()
     venv.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = venv.parent / f".{venv.name}.lock"
+    lock_path = venv.with_name(f"{venv.name}.lock")
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         marker = venv / MARKER

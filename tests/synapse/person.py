@@ -28,6 +28,8 @@ class Person:
             headers={"Authorization": f"Bearer {account.access_token}"})
         self.events: dict[str, list[Event]] = {}
         self.invites: list[str] = []
+        # Everyone this person saw typing, in the order the homeserver said so.
+        self.typing: list[str] = []
         self.left: list[str] = []
         self._changed = asyncio.Condition()
         self._txn = itertools.count()
@@ -70,6 +72,9 @@ class Person:
                 for room_id, room in rooms.get("join", {}).items():
                     self.events.setdefault(room_id, []).extend(
                         room.get("timeline", {}).get("events", []))
+                    for event in room.get("ephemeral", {}).get("events", []):
+                        if event.get("type") == "m.typing":
+                            self.typing.extend(event["content"].get("user_ids", []))
                 self.invites.extend(rooms.get("invite", {}))
                 self.left.extend(rooms.get("leave", {}))
                 self._changed.notify_all()

@@ -25,8 +25,8 @@ from typing import Any
 
 SERVER_NAME = "picobridge.test"
 START_TIMEOUT = 60.0
-# Synapse's own defaults for messages (a person's burst of 10, then 0.2 a second): the bot
-# meets real rate limits unless a test lifts them for it (`unlimited`).
+# A strict limit on messages (a burst of 2, then one every 3.3 s): an account meets real
+# M_LIMIT_EXCEEDED answers within a few messages, unless `register` lifts the limit for it.
 CONFIG = """\
 server_name: "{server_name}"
 pid_file: "{dir}/homeserver.pid"
@@ -58,6 +58,7 @@ url_preview_enabled: false
 presence:
   enabled: false
 enable_authenticated_media: true
+rc_message: {{per_second: 0.3, burst_count: 2}}
 rc_registration: {{per_second: 1000, burst_count: 1000}}
 rc_login:
   address: {{per_second: 1000, burst_count: 1000}}
@@ -80,6 +81,13 @@ handlers:
 root: {level: WARNING, handlers: [file]}
 disable_existing_loggers: false
 """
+
+
+BIND_ATTEMPTS = 3
+
+
+class PortTaken(Exception):
+    """Another process bound the port between our picking it and Synapse binding it."""
 
 
 def free_port() -> int:
@@ -119,6 +127,18 @@ class Synapse:
             macaroon=secrets.token_hex(16), form=secrets.token_hex(16)))
 
     def start(self) -> Synapse:
+        """Start it and wait until it answers. Synapse needs its port in its config, so the
+        port is one the kernel handed out and released: should another process take it
+        meanwhile, Synapse cannot bind it and starts again on a fresh one."""
+        for _ in range(BIND_ATTEMPTS - 1):
+            try:
+                return self._start()
+            except PortTaken:
+                self.port = free_port()
+                self._write_config()
+        return self._start()
+
+    def _start(self) -> Synapse:
         started = time.monotonic()
         out = (self.dir / "stdout.log").open("ab")
         self.proc = subprocess.Popen(
@@ -129,6 +149,8 @@ class Synapse:
         deadline = started + START_TIMEOUT
         while True:
             if self.proc.poll() is not None:
+                if "Address already in use" in self.log_tail():
+                    raise PortTaken(self.port)
                 raise RuntimeError(f"synapse exited with {self.proc.returncode}: "
                                    f"{self.log_tail()}")
             with contextlib.suppress(OSError):

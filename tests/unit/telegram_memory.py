@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from picobridge.contract import (
+    BridgeCommand,
     ChatRef,
     DialogAnswer,
     InboundMessage,
     StorageUnavailable,
     SubmitResult,
+    catalogue,
 )
 
 
@@ -70,6 +72,9 @@ class MemoryBridge:
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
         return False
 
+    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+        return catalogue()
+
     async def knows_chat(self, chat: ChatRef) -> bool:
         return False
 
@@ -85,6 +90,12 @@ class MemoryBridge:
             self.refused += 1
             asyncio.get_running_loop().create_task(self._notify())
             raise StorageUnavailable(self.unavailable)
+
+    def heard_from(self, platform: str) -> None:
+        pass
+
+    def silence(self, platform: str, seconds: float | None) -> None:
+        pass
 
     def connection_changed(self, platform: str, connected: bool) -> None:
         self.connections.append(connected)

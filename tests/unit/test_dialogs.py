@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from picobridge.agent.port import DialogRequest, WorkerInfo
+from picobridge.agent.port import Capabilities, DialogRequest, WorkerInfo
 from picobridge.contract import (
     ChatRef,
     DialogAnswer,
@@ -34,7 +34,7 @@ from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.core.turns import Turn
 from picobridge.store import Store
-from tests.unit.test_router import Recorder, ScriptedAgent
+from tests.unit.test_router import NO_CAPABILITIES, Recorder, ScriptedAgent
 
 CHAT = ChatRef("test", "c1")
 
@@ -69,6 +69,9 @@ class Up:
 
     def down_since(self, agent: str | None = None) -> float | None:
         return None
+
+    def capabilities(self, agent: str) -> Capabilities:
+        return NO_CAPABILITIES
 
     def assigned_worker(self, session: str) -> str | None:
         return None

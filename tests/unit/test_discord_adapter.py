@@ -75,6 +75,7 @@ async def test_seen_keeps_the_newest_message_of_the_most_recent_channels() -> No
 def test_the_slash_commands_come_from_the_bridge_catalogue() -> None:
     commands = catalogue(in_dms=True)
     assert [c["name"] for c in commands] == [c.name for c in listed_commands()]
+    assert [c["name"] for c in commands][:3] == ["new", "status", "stop"]
     assert all(c["options"][0]["type"] == 3 and not c["options"][0]["required"]
                for c in commands)
     assert all(1 <= len(c["description"]) <= 100 and c["description"][0].isupper()

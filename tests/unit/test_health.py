@@ -93,6 +93,8 @@ def fixed(snap: HealthSnapshot) -> SnapshotFn:
         ({"platforms": {"telegram": True, "slack": False}}, False),
         ({"platforms": {}}, True),  # nothing enabled to be disconnected (e.g. console chat)
         ({"failing": ("outbox",)}, False),
+        # Connected but silent: degraded (200), not down.
+        ({"platforms": {"slack": True}, "silent": {"slack": 130.0}}, True),
     ],
 )
 def test_verdict(changes: dict[str, Any], healthy: bool) -> None:
@@ -153,6 +155,7 @@ async def test_healthz_ok_body(client: Client) -> None:
             "agents": {"default": {"state": "ready", "workers_ready": 1, "workers": 1}},
         },
         "platforms": {"slack": "connected", "telegram": "connected"},
+        "platforms_last_event_seconds": {},
         "queue_depth": 3,
         "in_flight": 1,
         "outbox_pending": 2,

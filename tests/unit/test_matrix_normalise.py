@@ -37,7 +37,7 @@ def test_a_direct_message_is_a_chat_of_its_own() -> None:
     assert isinstance(found, Candidate)
     assert found.chat == ChatRef("matrix", "!dm:example.org", None)
     assert (found.text, found.sender, found.event_id) == ("hello", "@alice:example.org", "$e1")
-    assert found.sent_at == 1_700_000_000.0
+    assert found.sent_at == 1_700_000_000.0 and found.direct
 
 
 def test_own_events_and_notices_are_skipped() -> None:

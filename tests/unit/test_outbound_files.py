@@ -67,8 +67,12 @@ def test_allowed_files_are_kept_under_state_dir_and_typed_by_their_bytes(
         ("voice.ogg", OGG_OPUS, len(OPUS), "")]
     for file in reply.files:
         assert Path(file.path).is_relative_to(store)
-    (work / "chart.jpg").unlink()  # the agent cleans up: the kept copy stays
+    with (work / "voice.ogg").open("r+b") as same:  # the next answer's file, written over
+        same.truncate(0)
+        same.write(b"next")
+    (work / "chart.jpg").unlink()  # the agent cleans up: the kept copies stay
     assert Path(reply.files[0].path).read_bytes() == PNG
+    assert Path(reply.files[2].path).read_bytes() == OPUS
 
 
 def test_files_outside_the_allowed_folders_missing_or_too_large_are_notes(
@@ -113,3 +117,18 @@ def test_without_a_store_files_are_notes() -> None:
 ])
 def test_a_files_type_is_what_its_bytes_say(head: bytes, name: str, mime: str) -> None:
     assert file_type(head, name) == mime
+
+
+def test_the_kept_copies_are_private(folders: tuple[Path, Path, OutboundFiles]) -> None:
+    work, _, files = folders
+    (work / "a.pdf").write_bytes(PDF)
+    old = os.umask(0)
+    try:
+        (kept,) = files.stage(OutgoingReply("x", files=(
+            OutboundFile("a.pdf", str(work / "a.pdf")),))).files
+        spoken = files.keep_bytes("answer.ogg", OPUS)
+    finally:
+        os.umask(old)
+    for path in (Path(kept.path), Path(spoken.path)):
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert path.parent.stat().st_mode & 0o777 == 0o700

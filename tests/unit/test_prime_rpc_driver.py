@@ -416,11 +416,11 @@ async def test_abort_is_sent_without_waiting_and_the_partial_answer_marked(
         await rig.feed(end(assistant("half an ans", "aborted", "Request was aborted")),
                        {"id": abort["id"], "type": "response", "command": "abort",
                         "success": True})
-    assert rig.events == [Reply.of("s1", "half an ans\n\n_(stopped)_")]
+    assert rig.events == [Reply.of("s1", "half an ans\n\n_(stopped)_", stopped=True)]
     assert "no request of ours" not in caplog.text
     await rig.turn("s1", switch=False)
     await rig.feed(end(assistant("", "aborted", "Request was aborted")))
-    assert rig.events[-1] == Reply.of("s1", "_(stopped)_")
+    assert rig.events[-1] == Reply.of("s1", "_(stopped)_", stopped=True)
 
 
 async def test_an_abort_while_the_agent_waits_to_retry_is_a_stop(rig: Rig) -> None:
@@ -436,7 +436,7 @@ async def test_an_abort_while_the_agent_waits_to_retry_is_a_stop(rig: Rig) -> No
     # Compared under a name of its own: mypy would keep `rig.events[-1]` narrowed to Reply
     # past the next turn, whose last event is another.
     stopped = rig.events[-1]
-    assert stopped == Reply.of("s1", "_(stopped)_")
+    assert stopped == Reply.of("s1", "_(stopped)_", stopped=True)
     # The next turn's give-up is the model's failure again, not a stop.
     await rig.turn("s1", switch=False)
     await rig.feed({"type": "auto_retry_end", "success": False, "attempt": 3,

@@ -16,6 +16,10 @@ from picobridge.agent.port import (
     AgentEvent,
     AgentListener,
     AgentRequest,
+    Capabilities,
+    ControlFailed,
+    ControlRequest,
+    ControlResult,
     Failure,
     Progress,
     Reply,
@@ -74,6 +78,9 @@ class Recorder(Adapter):
             await asyncio.wait_for(self.changed.wait_for(lambda: len(self.sent) >= n), 5)
 
 
+NO_CAPABILITIES = Capabilities("scripted", frozenset(), frozenset())
+
+
 @dataclass(eq=False)
 class ScriptedAgent:
     """One scripted worker that is also its own pool."""
@@ -118,6 +125,9 @@ class ScriptedAgent:
     def cancel_turn(self, session: str, reason: str) -> None:
         self.cancelled.append((session, reason))
         self.restart(reason)
+
+    async def control(self, request: ControlRequest) -> ControlResult:
+        raise ControlFailed("the scripted agent has no controls")
 
     async def answer_dialog(self, request_id: str, answer: DialogAnswer) -> None:
         self.dialog_answers.append((request_id, answer))
@@ -339,6 +349,9 @@ async def test_a_long_agent_outage_is_told_once_per_chat_and_outage(rig: Rig) ->
 
         def down_since(self, agent: str | None = None) -> float | None:
             return down_since[0]
+
+        def capabilities(self, agent: str) -> Capabilities:
+            return NO_CAPABILITIES
 
         def assigned_worker(self, session: str) -> str | None:
             return None

@@ -20,6 +20,7 @@ from picobridge.adapters.slack.adapter import SlackAdapter
 from picobridge.adapters.slack.client import SlackAuthError
 from picobridge.config.settings import Settings
 from picobridge.contract import (
+    BridgeCommand,
     ChatRef,
     DialogAnswer,
     InboundMessage,
@@ -29,6 +30,7 @@ from picobridge.contract import (
     ProgressKind,
     ReplyKind,
     SubmitResult,
+    catalogue,
     listed_commands,
 )
 from picobridge.supervision import TaskSupervisor
@@ -69,6 +71,9 @@ class StubBridge:
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
         return False
 
+    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+        return catalogue()
+
     async def knows_chat(self, chat: ChatRef) -> bool:
         return chat.key in self.known
 
@@ -77,6 +82,12 @@ class StubBridge:
 
     async def set_cursor(self, name: str, value: str) -> None:
         self.cursors[name] = value
+
+    def heard_from(self, platform: str) -> None:
+        pass
+
+    def silence(self, platform: str, seconds: float | None) -> None:
+        pass
 
     def connection_changed(self, platform: str, connected: bool) -> None:
         self.connections.append(connected)

@@ -55,3 +55,15 @@ def test_a_quiet_bridge() -> None:
     page = render(snapshot(WorkerHealth("w1", "ready", 10, NOW, 0)), OutboxStats(), now=NOW)
     assert '<span class="verdict ok">ok</span>' in page
     assert "No platform is enabled." in page and "Nothing delivered since the start." in page
+
+
+def test_with_several_agents_each_worker_says_whose_it_is() -> None:
+    snap = snapshot(WorkerHealth("w1", "ready", 10, NOW - 5, 0, agent="default"),
+                    WorkerHealth("coder/w1", "restarting", None, None, 3, down_seconds=2,
+                                 agent="coder"))
+    page = render(snap, OutboxStats(), now=NOW, label=ChatLabels(b"k" * 32))
+    assert "<th>agent</th>" in page
+    assert re.search(r"<td>coder/w1</td>.*?<td>3</td><td>coder</td>", page, re.S)
+    alone = render(snapshot(WorkerHealth("w1", "ready", 10, NOW - 5, 0)), OutboxStats(),
+                   now=NOW, label=ChatLabels(b"k" * 32))
+    assert "<th>agent</th>" not in alone

@@ -213,7 +213,7 @@ async def test_stalled_poll_reconnects(rig: Rig) -> None:
 
 async def test_webhook_answers_after_commit_and_checks_the_secret(rig: Rig) -> None:
     bridge = rig.bridge
-    receiver = WebhookReceiver(rig.dispatcher, "s3cret", lambda: rig.bot)
+    receiver = WebhookReceiver(rig.dispatcher, "s3cret", lambda: rig.bot, lambda: None)
 
     class Request:
         def __init__(self, secret: str, body: dict[str, Any]) -> None:

@@ -28,11 +28,27 @@ import dataclasses
 import itertools
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from picobridge.agent.driver import Driver, DriverContext, DriverIO, Emit
 from picobridge.agent.outfiles import files_in_text
-from picobridge.agent.port import AgentRequest, Failure, Progress, Reply
+from picobridge.agent.port import (
+    AgentRequest,
+    ControlKind,
+    Failure,
+    Progress,
+    Reply,
+)
+from picobridge.agent.protocols.prime_rpc_controls import (
+    COMMANDS,
+    Applied,
+    Injections,
+    PrimeControls,
+    RequestFailed,
+    message_text,
+    model_key,
+)
 from picobridge.agent.protocols.prime_rpc_wire import (
     assistant_text,
     dialog_request,
@@ -51,20 +67,19 @@ STOPPED = "_(stopped)_"
 _UI_IGNORED = frozenset({"setStatus", "setWidget", "setTitle", "set_editor_text"})
 
 
-class RequestFailed(Exception):
-    """The agent answered a request with success false."""
-
-
 class Declined(RequestFailed):
     """The agent answered a switch with cancelled: true."""
 
 
-class PrimeRpcDriver(Driver):
+class PrimeRpcDriver(PrimeControls, Driver):
     protocol: ClassVar[str] = "prime-rpc"
     probes_while_busy: ClassVar[bool] = True
     can_abort: ClassVar[bool] = True
     sessions_portable: ClassVar[bool] = True
     max_turns: ClassVar[int | None] = 1  # the agent refuses a second prompt while one runs
+    commands: ClassVar[Mapping[str, str]] = COMMANDS
+    controls: ClassVar[frozenset[ControlKind]] = frozenset(ControlKind)
+    keeps_aborted: ClassVar[bool] = True  # the user message, tool calls and partial text
 
     def __init__(self, io: DriverIO, emit: Emit, context: DriverContext) -> None:
         super().__init__(io, emit, context)
@@ -80,6 +95,10 @@ class PrimeRpcDriver(Driver):
         self._stopping = False  # an abort was sent for the running turn
         # A run that ended in an error waits here for the agent's own retry to be announced.
         self._verdict: asyncio.Task[None] | None = None
+        self._applied = Applied()  # the person's choices the open session has
+        self._default_model = ""  # the agent's own, at start
+        self._injected = Injections()
+        self._answer = ""  # the run's last assistant text (the answer before a follow-up)
 
     # -- Driver ----------------------------------------------------------------------------
 
@@ -87,9 +106,11 @@ class PrimeRpcDriver(Driver):
         return frozenset({self._turn}) if self._turn is not None else frozenset()
 
     async def handshake(self) -> None:
-        data = (await self._state()).get("data")
+        state = await self._state()
+        data = state.get("data")
         current = data.get("sessionFile") if isinstance(data, dict) else None
         self._current_file = current if isinstance(current, str) else None
+        self._default_model = model_key(state)
 
     async def probe(self) -> None:
         await self._state()
@@ -102,6 +123,8 @@ class PrimeRpcDriver(Driver):
             # An agent that dies here never answers: the wait must end by itself.
             async with asyncio.timeout(self._context.settings.ready_timeout):
                 await self._switch_to(request.session)
+                await self._apply(request.settings)
+            self._answer = ""
             # Files are read off the loop, but a turn without attachments (most) skips the
             # thread hop: it is on every turn's path.
             images = (await asyncio.to_thread(images_of, request.attachments)
@@ -230,6 +253,7 @@ class PrimeRpcDriver(Driver):
             self._notice = ("⚠️ The agent could not open this conversation's history, so it "
                             "starts afresh.")
         self._current_file = path
+        self._applied.reset()  # pi puts its command line's model back at every switch
 
     async def _switch_request(self, path: str) -> None:
         response = await self._request({"type": "switch_session", "sessionPath": path})
@@ -247,18 +271,35 @@ class PrimeRpcDriver(Driver):
         progress = progress_of(kind, record)
         if progress is not None:
             await self._emit(Progress(session, *progress))
+        if kind == "message_start":
+            await self._message_started(session, record.get("message"))
+        elif kind == "message_end":
+            text = assistant_text([record.get("message")])[0]
+            if isinstance(record.get("message"), dict) and \
+                    record["message"].get("role") == "assistant":
+                self._answer = text
         if kind in ("agent_start", "auto_retry_start"):
             self._cancel_verdict()
         elif kind == "auto_retry_end" and record.get("success") is False:
             if self._stopping:
                 # Aborted while it waited to retry: pi reports "Retry cancelled".
-                await self._end(Reply.of(session, STOPPED))
+                await self._end(Reply.of(session, STOPPED, stopped=True))
                 return
             final = record.get("finalError")
             error = final if isinstance(final, str) else "the agent gave up retrying"
             await self._end(Failure(session, error, "retry_failed"))
         elif kind == "agent_end":
             await self._run_ended(session, record.get("messages"))
+
+    async def _message_started(self, session: str, message: Any) -> None:
+        text = message_text(message)
+        tag = self._injected.seen(text) if text is not None else None
+        if tag is not None:
+            # A follow-up begins: what the agent said before it answers what came before.
+            delivered = self._injected.take_delivered()
+            answer, self._answer = self._answer, ""
+            await self._emit(Reply.of(session, *files_in_text(answer, self._workdir),
+                                      delivered=delivered, continues=tag))
 
     async def _run_ended(self, session: str, messages: Any) -> None:
         text, reason, error = assistant_text(messages)
@@ -270,7 +311,7 @@ class PrimeRpcDriver(Driver):
             return
         if reason == "aborted":
             await self._end(Reply.of(session, f"{text}\n\n{STOPPED}" if text.strip()
-                                     else STOPPED))
+                                     else STOPPED, stopped=True))
             return
         await self._end(Reply.of(session, *files_in_text(text, self._workdir)))
 
@@ -295,9 +336,18 @@ class PrimeRpcDriver(Driver):
         if self._turn != event.session:
             return
         self._turn = self._prompt = None
-        if self._notice and isinstance(event, Reply):
-            event = Reply(event.session, dataclasses.replace(
-                event.reply, text=f"{self._notice}\n\n{event.text}"))
+        undelivered = self._injected.undelivered()
+        if undelivered:
+            # pi keeps them for its next prompt; switching the session in again drops them.
+            self._current_file = None
+        if isinstance(event, Reply):
+            reply = dataclasses.replace(event.reply, text=f"{self._notice}\n\n{event.text}") \
+                if self._notice else event.reply
+            event = Reply(event.session, reply, self._injected.take_delivered(),
+                          undelivered=undelivered, stopped=event.stopped)
+        else:
+            self._injected.take_delivered()
+            event = Failure(event.session, event.message, event.code, undelivered)
         self._notice = None
         await self._emit(event)
 

@@ -67,6 +67,9 @@ class SlackBase(FakeServer):
         self.acks: list[Ack] = []
         self.ack_timeouts: list[str] = []  # envelope ids that were not acked in time
         self.socket_connects = 0
+        # Socket Mode connections carry nothing (no hello, no pongs) while this is set.
+        self.silent = False
+        self.silent_connections = 0
         # the workspace
         self.channels: dict[str, JSON] = {}
         self.users: dict[str, JSON] = {}

@@ -53,7 +53,7 @@ class SlackChat(SlackSocketMode):
 
     async def wait_for_message(self, channel: str | None = None, thread_ts: str | None = None,
                                predicate: Callable[[PostedMessage], bool] | None = None,
-                               timeout: float = 10.0) -> PostedMessage:
+                               timeout: float = 30.0) -> PostedMessage:
         return await self.wait_for(
             lambda: next((m for m in self.posted_messages(channel, thread_ts)
                           if predicate is None or predicate(m)), None),

@@ -68,9 +68,13 @@ class SlackSocketMode(SlackFiles):
     async def _handle_socket(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("ticket", "") not in self._tickets:
             return web.Response(status=401, text="invalid ticket")
-        ws = web.WebSocketResponse()
+        # Pings are answered here, not by aiohttp, so a silent fake can leave them unanswered.
+        ws = web.WebSocketResponse(autoping=False)
         await ws.prepare(request)
         conn = SocketConn(next(self._ids), ws, request)
+        if self.silent:
+            await self._stay_silent(conn)
+            return ws
         # hello goes out before the connection is eligible for envelopes, as on real Slack.
         await ws.send_json({
             "type": "hello", "num_connections": len(self._connections) + 1,
@@ -88,11 +92,21 @@ class SlackSocketMode(SlackFiles):
             async for msg in ws:
                 if msg.type == WSMsgType.TEXT:
                     self._on_client_message(conn, msg.data)
+                elif msg.type == WSMsgType.PING and not self.silent:
+                    await ws.pong(msg.data)
         finally:
             if conn in self._connections:
                 self._connections.remove(conn)
             self.notify()
         return ws
+
+    async def _stay_silent(self, conn: SocketConn) -> None:
+        """The connection is up and carries nothing: no hello, no envelope, no pong (the
+        peer bridges' "connected but receiving nothing")."""
+        self.silent_connections += 1
+        self.notify()
+        async for _ in conn.ws:
+            pass  # read (and drop) whatever the client sends until it hangs up
 
     def _on_client_message(self, conn: SocketConn, data: str) -> None:
         try:

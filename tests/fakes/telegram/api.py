@@ -56,7 +56,7 @@ class TelegramBotApi(TelegramKeyboards):
         return [m.text or m.caption or "" for m in self.sent_messages(chat_id)]
 
     async def wait_for_messages(self, chat_id: int | None = None, count: int = 1,
-                                timeout: float = 10.0) -> list[SentMessage]:
+                                timeout: float = 30.0) -> list[SentMessage]:
         """Wait until the bot has ``count`` visible messages in the chat; return them all."""
         await self.wait_for(lambda: len(self.sent_messages(chat_id)) >= count,
                             f"{count} message(s) in chat {chat_id}", timeout)

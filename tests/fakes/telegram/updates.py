@@ -56,7 +56,7 @@ class TelegramUpdates(TelegramFiles):
         self.notify()
         return update
 
-    async def wait_for_poll(self, timeout: float = 10.0) -> None:
+    async def wait_for_poll(self, timeout: float = 30.0) -> None:
         """Wait until a getUpdates long poll is parked in the fake."""
         await self.wait_for(lambda: self.active_polls > 0, "an active getUpdates", timeout)
 

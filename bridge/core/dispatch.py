@@ -1,0 +1,162 @@
+"""The router's dispatch side: claiming waiting lanes for their workers in waves, handing the
+turns over, and stopping turns that outlive agent.turn_timeout (core/router.py holds the rest:
+intake, the agent's events, the end of turns)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from picobridge.agent.port import AgentPool, AgentRequest, AgentUnavailable, SessionSettings
+from picobridge.contract import Outcome, ProgressEvent, ProgressKind
+from picobridge.core.choices import SessionChoices
+from picobridge.core.lanes import Lanes
+from picobridge.core.progress import ProgressRelay
+from picobridge.core.turns import Turn, overdue, with_attempt
+from picobridge.store import Store, StoredMessage
+from picobridge.supervision import keep
+
+log = logging.getLogger("picobridge.router")
+
+
+class Dispatcher:
+    _store: Store
+    _agents: AgentPool
+    _lanes: Lanes
+    _turns: dict[str, Turn]
+    _busy: dict[str, int]
+    _wake: asyncio.Event
+    _idle: asyncio.Event
+    _progress: ProgressRelay
+    _recording: set[asyncio.Task[None]]
+    _turn_timeout: float
+    _turn_timeouts: dict[str, float]
+    _clock: Callable[[], float]
+    _choices: SessionChoices
+
+    def _end_turn(self, turn: Turn, outcome: Outcome) -> None:
+        raise NotImplementedError
+
+    def _put_back(self, turn: Turn, messages: list[StoredMessage]) -> None:
+        raise NotImplementedError
+
+    async def _settings_of(self, session: str) -> SessionSettings:
+        """What the person chose for the session (applied by the driver at switch-in)."""
+        return await self._choices.get(session)
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            turns = self._claim()
+            if not turns:
+                continue
+            # One write for every turn this round starts (under load many lanes become
+            # ready at once), and the agent does not wait for it: the answer that settles
+            # these messages is stored only after it, and whatever puts them back in the
+            # queue waits for it first (_recorded).
+            self._record_dispatch([i for turn in turns for i in turn.ids])
+            await self._start_all(turns)
+
+    async def _start_all(self, turns: list[Turn]) -> None:
+        """Hand a wave's turns to their workers: one after another on a worker (its pipe takes
+        one write at a time), side by side across workers, so one slow agent (a session
+        switch, a full pipe) does not hold up the others."""
+        by_worker: dict[str, list[Turn]] = {}
+        for turn in turns:
+            by_worker.setdefault(turn.worker.name, []).append(turn)
+
+        async def in_turn(queue: list[Turn]) -> None:
+            for turn in queue:
+                await self._start(turn)
+
+        if len(by_worker) == 1:
+            await in_turn(turns)
+        else:
+            await asyncio.gather(*(in_turn(queue) for queue in by_worker.values()))
+
+    def _claim(self) -> list[Turn]:
+        """Take the next batch of each waiting lane whose session can start now.
+
+        Lanes and sessions are claimed here, before any await. Until then a lane looks idle:
+        a turn of this chat ending meanwhile would forget it, the chat's next message would
+        build a new lane, and a second turn of the same session would take this one's answer.
+        A lane whose worker is busy keeps its place at the front of the round robin.
+        """
+        turns: list[Turn] = []
+        skipped = []
+        while (lane := self._lanes.next_waiting()) is not None:
+            worker = self._agents.place(lane.queue[0].session_id, self._busy,
+                                        lane.queue[0].agent)
+            if worker is None:
+                skipped.append(lane)
+                continue
+            batch = [with_attempt(m) for m in self._lanes.take_batch(lane)]
+            now = self._clock()
+            turn = Turn(lane.chat, batch[0].session_id, batch, worker, now, now)
+            lane.turn = turn
+            self._turns[turn.session] = turn
+            self._busy[worker.name] = self._busy.get(worker.name, 0) + 1
+            self._idle.clear()
+            turns.append(turn)
+        self._lanes.return_skipped(skipped)
+        return turns
+
+    def _record_dispatch(self, ids: list[int]) -> None:
+        async def run() -> None:
+            try:
+                await self._store.mark_dispatched(ids)
+            except Exception as exc:
+                # Only the attempt count is lost: the messages are answered all the same.
+                log.warning("recording a dispatch failed (%s: %s); only the attempt count is "
+                            "lost", exc.__class__.__name__, exc)
+
+        keep(self._recording, run(), "record-dispatch")
+
+    async def _recorded(self) -> None:
+        """Wait until every dispatch so far is written (before putting messages back)."""
+        if self._recording:
+            await asyncio.gather(*self._recording)
+
+    async def _start(self, turn: Turn) -> None:
+        session = turn.session
+        if self._turns.get(session) is not turn:
+            return  # the worker was lost meanwhile and worker_lost put the messages back
+        await self._progress.show(turn, ProgressEvent(ProgressKind.STARTED))
+        if self._turns.get(session) is not turn:
+            return
+        text = "\n\n".join(m.text for m in turn.messages if m.text)
+        attachments = tuple(a for m in turn.messages for a in m.attachments)
+        try:
+            settings = await self._settings_of(session)
+        except Exception as exc:
+            # Only the person's choice of model is lost for this turn, not the turn.
+            log.warning("could not read the settings of session %s (%s)", session,
+                        exc.__class__.__name__)
+            settings = SessionSettings()
+        if self._turns.get(session) is not turn:
+            return
+        # Before the write starts: a fast agent may answer before send() returns.
+        turn.sent = True
+        try:
+            await turn.worker.send(AgentRequest(session, text, attachments, settings))
+        except AgentUnavailable:
+            if self._turns.get(session) is not turn:
+                return  # lost during the write: worker_lost has requeued it already
+            # The worker went away between placing and writing: not this message's fault, so
+            # put it back without counting the attempt.
+            self._end_turn(turn, Outcome.REQUEUED)
+            self._put_back(turn, [with_attempt(m, -1) for m in turn.messages])
+            await self._recorded()
+            await self._store.requeue(turn.ids, refund=True)
+
+    async def _timeout_loop(self) -> None:
+        period = min(1.0, self._turn_timeout / 4, *(t / 4 for t in self._turn_timeouts.values()))
+        while True:
+            await asyncio.sleep(period)
+            for turn, limit in overdue(list(self._turns.values()), self._clock(),
+                                       self._turn_timeouts, self._turn_timeout):
+                turn.timed_out = True
+                turn.worker.cancel_turn(turn.session, f"turn timeout after {limit:g}s "
+                                                      f"(chat {turn.chat.key})")

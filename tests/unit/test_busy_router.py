@@ -1,0 +1,151 @@
+"""Busy modes in the router (bridge/core/busy.py) with a scripted agent: whoever takes a message
+out of the turn's pending set owns it, so each is answered once or asked again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from picobridge.agent.port import (
+    Capabilities,
+    ControlFailed,
+    ControlKind,
+    ControlRequest,
+    ControlResult,
+    Reply,
+)
+from picobridge.contract import ChatRef, InboundMessage
+from picobridge.core.modes import BusyModes
+from picobridge.core.outbox import Outbox
+from picobridge.core.router import Router
+from picobridge.store import Store
+from tests.unit.test_router import Recorder, ScriptedAgent
+
+STEERS = Capabilities("scripted", frozenset(), frozenset(ControlKind), can_abort=True,
+                      keeps_aborted=True)
+
+
+@dataclass(eq=False)
+class SteerableAgent(ScriptedAgent):
+    refuse: bool = False
+    controls: list[ControlRequest] = field(default_factory=list)
+    controlled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def control(self, request: ControlRequest) -> ControlResult:
+        self.controls.append(request)
+        self.controlled.set()
+        if self.refuse:
+            raise ControlFailed("no turn of this conversation runs")
+        return ControlResult()
+
+
+@dataclass
+class Rig:
+    store: Store
+    router: Router
+    agent: SteerableAgent
+    adapter: Recorder
+    n: int = 0
+
+    async def say(self, text: str) -> None:
+        self.n += 1
+        stored = await self.store.record_inbound(InboundMessage(
+            chat=ChatRef("test", "c"), sender_id="u", text=text,
+            platform_message_id=f"m{self.n}"))
+        assert stored is not None
+        await self.router.arrive(stored)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    store = await Store.open(tmp_path / "b.db")
+    adapter = Recorder()
+    outbox = Outbox(store, {"test": adapter})
+    agent = SteerableAgent()
+    router = Router(store, outbox, {"test": adapter}, agent, turn_timeout=60, max_attempts=3,
+                    coalesce=True)
+    router.busy_modes = BusyModes(store, "steer", lambda _agent: STEERS)
+    await router.start()
+    agent.ready = True
+    await router.worker_ready(agent)
+    yield Rig(store, router, agent, adapter)
+    await router.stop(0)
+    await outbox.stop(0)
+    await store.close()
+
+
+async def sent_into(rig: Rig) -> ControlRequest:
+    # The message goes into the turn from a task of its own.
+    await asyncio.wait_for(rig.agent.controlled.wait(), 5)
+    rig.agent.controlled.clear()
+    return rig.agent.controls[-1]
+
+
+async def test_a_steered_message_is_answered_by_the_turns_one_answer(rig: Rig) -> None:
+    await rig.say("first")
+    turn = await rig.agent.next()
+    await rig.say("steer me")
+    steer = await sent_into(rig)
+    assert (steer.kind, steer.argument) == (ControlKind.STEER, "steer me")
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "both",
+                                                     delivered=(steer.tag,)))
+    await rig.adapter.wait_sent(2)  # the note and the answer
+    assert await rig.store.open_messages() == []
+    assert rig.agent.requests.empty()  # nothing asked again
+
+
+async def test_a_message_the_agent_never_took_is_asked_again_on_its_own(rig: Rig) -> None:
+    await rig.say("first")
+    turn = await rig.agent.next()
+    await rig.say("too late")
+    steer = await sent_into(rig)
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer",
+                                                     undelivered=(steer.tag,)))
+    again = await rig.agent.next()
+    assert again.text == "too late"
+
+
+async def test_a_refused_steer_waits_for_the_next_turn(rig: Rig) -> None:
+    rig.agent.refuse = True
+    await rig.say("first")
+    turn = await rig.agent.next()
+    await rig.say("second")
+    await sent_into(rig)
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer"))
+    assert (await rig.agent.next()).text == "second"
+
+
+async def test_a_follow_up_gets_its_own_answer_in_the_same_turn(rig: Rig) -> None:
+    rig.router.busy_modes = BusyModes(rig.store, "followup", lambda _agent: STEERS)
+    await rig.say("first")
+    turn = await rig.agent.next()
+    await rig.say("then this")
+    follow = await sent_into(rig)
+    assert follow.kind is ControlKind.FOLLOW_UP
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "answer one",
+                                                     continues=follow.tag))
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "answer two"))
+    await rig.adapter.wait_sent(3)
+    texts = [r.text for _, r in rig.adapter.sent]
+    assert texts.index("answer one") < texts.index("answer two")
+    assert await rig.store.open_messages() == []
+
+
+async def test_an_interrupt_stops_the_turn_and_sends_only_the_new_message(rig: Rig) -> None:
+    rig.router.busy_modes = BusyModes(rig.store, "interrupt", lambda _agent: STEERS)
+    rig.agent.can_abort = True
+    await rig.say("long job")
+    turn = await rig.agent.next()
+    await rig.say("never mind")
+    assert rig.agent.cancelled and rig.agent.cancelled[0][0] == turn.session
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "half", stopped=True))
+    again = await rig.agent.next()
+    assert again.text == "never mind"  # the agent keeps "long job" in its history
+    await rig.router.agent_event(rig.agent, Reply.of(again.session, "ok"))
+    await rig.adapter.wait_sent(2)
+    assert "half" not in [r.text for _, r in rig.adapter.sent]
+    assert await rig.store.open_messages() == []
