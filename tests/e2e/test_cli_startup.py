@@ -4,12 +4,16 @@ and on a quiet one. bench/cli_startup.py gives the times."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from picobridge.cli.main import COMMANDS
+from picobridge.cli.parser import build_parser
 from tests.harness import REPO, cli_env, write_config
 
 # What the console script `picobridge` runs (without its own `import re`), then the names in
@@ -95,3 +99,13 @@ def test_the_operators_commands_leave_the_daemon_out(tmp_path: Path, words: list
                                      "http": {"listen": "127.0.0.1:9"}})
     names = imported(tmp_path, *words, "--config", str(config), exit_code=exit_code)
     assert "picobridge.cli.parser" in names and not daemon_modules(names), daemon_modules(names)
+
+
+def test_every_command_has_its_line_in_the_table() -> None:
+    # A command added to the parser but not to COMMANDS would fail only when typed.
+    [commands] = [a for a in build_parser()._actions
+                  if isinstance(a, argparse._SubParsersAction)]
+    assert sorted(commands.choices) == sorted(COMMANDS)
+    for target in COMMANDS.values():
+        module, _, function = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), target
