@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from picobridge.adapters.registry import PLATFORMS
 from picobridge.store.schema import available_migrations
 from tests.harness import base_config, run_cli, write_config
 
@@ -79,8 +80,10 @@ async def test_access_list_in_plain_words(tmp_path: Path) -> None:
     path = write_config(tmp_path, config)
     code, out, _ = await run_cli("access", "list", "--config", str(path))
     assert code == 0
-    assert out == ("nobody is allowed yet: list user ids in telegram.allowed_users or "
-                   "slack.allowed_users, or run `picobridge access allow telegram:<user id>`\n")
+    # Every registered platform's allow list is named (adapters/registry.py), in its order.
+    lists = " or ".join(f"{name}.allowed_users" for name in PLATFORMS)
+    assert out == (f"nobody is allowed yet: list user ids in {lists}, or run "
+                   "`picobridge access allow telegram:<user id>`\n")
 
     config["telegram"] = {"allowed_users": [111, 333]}
     path = write_config(tmp_path, config)
