@@ -34,6 +34,7 @@ import contextlib
 import os
 import random
 import re
+import shutil
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -415,6 +416,27 @@ def reap_orphaned_agents(journal: AgentJournal, state: Path) -> int:
     return reaped
 
 
+def keep_for_inspection(tmp_path: Path, state: Path, daemons: list[Daemon], chats: list[Chat],
+                        kills: list[float]) -> None:
+    """What a failed run leaves for looking into it, kept with pytest's temporary directories:
+    each daemon's log, every reply each chat saw in the order the fakes recorded them (with
+    when the soak read them and the kill times, on the same clock), and a copy of the
+    database (state_dir is a tmpfs, unmounted at the end): which message and reply rows a
+    chat got, in which order, and what became of them."""
+    for n, daemon in enumerate(daemons):
+        (tmp_path / f"daemon-{n}.log").write_text(daemon.log + "\n", encoding="utf-8")
+    lines = [f"kills at {', '.join(f'{k:.3f}' for k in kills)}"]
+    lines += [f"c{chat.number:02d} {posted.at:.3f} {list(posted.numbers)} {posted.text!r}"
+              for chat in chats for posted in chat.replies]
+    (tmp_path / "replies.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    copy = tmp_path / "state-copy"
+    copy.mkdir(exist_ok=True)
+    # With its -wal (a killed daemon's last commits); never in the way of the run's own error.
+    with contextlib.suppress(OSError):
+        for database in state.glob("picobridge.db*"):
+            shutil.copy2(database, copy / database.name)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path) -> None:
@@ -500,9 +522,7 @@ async def _soak(tmp_path: Path, state: Path, rng: random.Random, started_at: flo
                 if daemon.returncode is None:
                     await daemon.kill()
             orphans = reap_orphaned_agents(journal, tmp_path / "agent")
-            # Kept with pytest's temporary directories, for looking into a failed run.
-            for n, daemon in enumerate(daemons):
-                (tmp_path / f"daemon-{n}.log").write_text(daemon.log + "\n", encoding="utf-8")
+            keep_for_inspection(tmp_path, state, daemons, chats, kill_times)
 
         slack_429 = sum(1 for call in slack.calls if call.status == 429)
     wall = time.monotonic() - started_at
