@@ -40,7 +40,7 @@ class Section(BaseModel):
 
 
 class BotEntry(BaseModel):
-    """A further bot of a platform (`[[telegram.bots]]`, `[[slack.apps]]`): a `name`, mixed
+    """A further bot of a platform (`[[<platform>.bots]]` and the like): a `name`, mixed
     into the platform's own section model so it has every key that section has."""
 
     name: str
