@@ -140,5 +140,6 @@ def test_each_instance_has_its_own_registry() -> None:
     first.sync_platform_totals("messages_in", {"telegram": 1})
     assert value(second, "picobridge_messages_in_total", platform="telegram") == 0
     assert (
-        REGISTRY.get_sample_value("picobridge_messages_in_total", {"platform": "telegram", "bot": "default"}) is None
+        REGISTRY.get_sample_value("picobridge_messages_in_total",
+                                  {"platform": "telegram", "bot": "default"}) is None
     )
