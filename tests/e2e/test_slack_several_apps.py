@@ -14,7 +14,7 @@ from tests.e2e.slack_support import reply_to
 from tests.fakes.slack import DEFAULT_USER, FakeSlack
 from tests.harness import AgentJournal, Daemon, agent_command, base_config, run_cli, write_config
 
-ACME_SECRETS = {"bot_token": "xoxb-2-acme-bot-token-x7", "app_token": "xapp-2-A2-acme-app-token"}
+ACME_BOT_TOKEN, ACME_APP_TOKEN = "xoxb-2-acme-bot-token-x7", "xapp-2-A2-acme-app-token"
 OUTSIDER = "U0OUTSIDER"  # allowed on the default app only
 
 
@@ -33,7 +33,8 @@ def app_keys(fake: FakeSlack, users: list[str]) -> dict[str, Any]:
 async def two_workspaces() -> AsyncIterator[tuple[FakeSlack, FakeSlack]]:
     async with FakeSlack() as home, FakeSlack(team_id="T2", team_name="Acme", app_id="A2",
                                               bot_user_id="U0ACMEBOT", bot_id="B0ACME",
-                                              **ACME_SECRETS) as acme:
+                                              bot_token=ACME_BOT_TOKEN,
+                                              app_token=ACME_APP_TOKEN) as acme:
         yield home, acme
 
 
@@ -70,7 +71,7 @@ async def test_two_apps_same_ids_each_answered_by_its_own_agent(tmp_path: Path) 
             await reply_to(home, first["channel"], "[family] You said: hello home")
             await reply_to(acme, first["channel"], "[coder] You said: hello acme")
         assert daemon.returncode == 0
-        for secret in (*ACME_SECRETS.values(), home.bot_token, home.app_token):
+        for secret in (ACME_BOT_TOKEN, ACME_APP_TOKEN, home.bot_token, home.app_token):
             assert not any(secret in line for line in daemon.log_lines + daemon.stdout_lines)
 
     assert not any("[coder]" in text for text in texts(home))
