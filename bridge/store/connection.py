@@ -7,11 +7,14 @@ received (a polling offset, an event ack) survives a power cut too, not only a k
 (With NORMAL the last commits before an OS crash could roll back.) Group commit keeps the cost
 to one sync per batch.
 
-Some commits only keep bookkeeping whose loss in a power cut repeats a step that is already
-harmless to repeat (a dispatch mark, a sent mark): those are written unsynced (`_lazy`), still
-before their caller goes on, so a killed daemon loses none of them. The WAL is one file written
-in order, so the next synced commit carries them to disk with its own; one made while nothing
-synced follows is synced by a checkpoint within LAZY_SYNC seconds.
+Only a message's arrival must be synced before anything goes on (a platform is told we have
+it right after). The commits after it on a message's path are written unsynced (`_lazy`), still
+before their caller goes on, so a killed daemon loses none of them; the WAL is one file written
+in order, so the next synced commit carries them to disk with its own, and when none follows a
+checkpoint syncs them within LAZY_SYNC seconds. A power cut in that window loses no message: it
+rolls the message back to where its last synced commit left it, from where it goes on again
+(dispatched once more, its answer sent once more: a possible duplicate, as a cut during the
+platform's own answer always could make).
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ from picobridge.store.schema import (
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-# How long an unsynced commit may wait for a synced one to carry it to disk.
-LAZY_SYNC = 1.0
+# How long an unsynced commit may wait for a synced one to carry it to disk: about as long as
+# a platform takes to accept an answer, the window in which a cut already meant a duplicate.
+LAZY_SYNC = 0.05
 
 
 class StoreError(Exception):
@@ -173,8 +177,8 @@ class Database:
         return list(await self._db.execute_fetchall(sql, params))
 
     async def _lazy(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """`_all` for a write whose loss in a power cut only repeats a harmless step: committed
-        without its own sync (see the module's note)."""
+        """`_all` for a write after a message's arrival: committed without its own sync (see
+        the module's note)."""
         while self._lock.locked():
             async with self._lock:
                 pass
