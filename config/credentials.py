@@ -80,4 +80,5 @@ def with_bot_credentials(data: Any, platforms: Mapping[str, Platform]) -> Any:
 def _bot_files(directory: Path, platform: Platform, bot: str) -> dict[str, str]:
     found = {key: _read(directory, f"{filename}_{bot}")
              for filename, key in platform.credentials.items()}
-    return {key: value for key, value in found.items() if value is not None}
+    # An empty file is no credential (the unit's placeholder for a bot without that secret).
+    return {key: value for key, value in found.items() if value}

@@ -132,7 +132,7 @@ async def test_health_and_metrics_follow_the_traffic(tmp_path: Path, fake: FakeT
         assert health["platforms"] == {"telegram": "connected"}
 
         _, before = await asyncio.to_thread(get, f"{base}/metrics")
-        series = 'picobridge_messages_in_total{platform="telegram",bot="default"}'
+        series = 'picobridge_messages_in_total{bot="default",platform="telegram"}'
         assert metric(before, series) == 0
 
         fake.user_message(USER, USER, "count me")
