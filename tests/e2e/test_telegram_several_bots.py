@@ -16,7 +16,15 @@ from typing import Any
 
 from tests.e2e.telegram_support import OTHER_USER, USER, assert_no_token, reply_containing
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon, agent_command, base_config, run_cli, write_config
+from tests.harness import (
+    AgentJournal,
+    Daemon,
+    agent_command,
+    base_config,
+    free_port,
+    run_cli,
+    write_config,
+)
 
 WORK_TOKEN = "777000:WorkBotSecret_for-tests"
 CHATS = [7100 + n for n in range(8)]
@@ -37,13 +45,16 @@ def bot_keys(fake: FakeTelegram, users: list[int]) -> dict[str, Any]:
 
 
 def two_bots_config(tmp: Path, home: FakeTelegram, work: FakeTelegram, *,
-                    home_users: list[int], work_users: list[int]) -> Path:
+                    home_users: list[int], work_users: list[int],
+                    work_keys: dict[str, Any] | None = None, **extra: Any) -> Path:
     config = base_config(tmp)
+    config.update(extra)
     config["agent"] = agent(tmp, "family")
     config["agents"] = {"coder": agent(tmp, "coder")}
     config["routes"] = [{"agent": "coder", "platform": "telegram", "bot": "work"}]
     config["telegram"] = {**bot_keys(home, home_users),
-                          "bots": [{"name": "work", **bot_keys(work, work_users)}]}
+                          "bots": [{"name": "work", **bot_keys(work, work_users),
+                                     **(work_keys or {})}]}
     return write_config(tmp, config)
 
 
@@ -172,3 +183,28 @@ async def test_sigkill_mid_backlog_loses_nothing_on_either_bot(tmp_path: Path) -
     assert not any("[coder]" in text for text in texts(home))
     assert not any("[family]" in text for text in texts(work))
     print(f"\n{2 * len(everything)} messages on two bots, {before} answered before SIGKILL")
+
+
+async def test_a_bot_on_a_webhook_of_its_own_beside_a_polling_one(tmp_path: Path) -> None:
+    port = free_port()
+    async with two_fakes() as (home, work):
+        config = two_bots_config(
+            tmp_path, home, work, home_users=[USER], work_users=[USER],
+            work_keys={"mode": "webhook", "webhook_secret": "work-hook-secret_1",
+                       "webhook_url": f"http://127.0.0.1:{port}/telegram/work/webhook"},
+            http={"listen": f"127.0.0.1:{port}"})
+        async with Daemon(config) as daemon:
+            await daemon.wait_for_log(r"webhook set; updates arrive on /telegram/work/webhook")
+            await daemon.wait_for_log(r"http listening")
+            await home.wait_for_poll(timeout=60)
+            assert work.webhook is not None
+            assert work.webhook["url"].endswith("/telegram/work/webhook")
+            work.user_message(USER, USER, "via the work webhook")
+            assert await work.deliver_webhook() == 1
+            home.user_message(USER, USER, "via home polling")
+            await reply_containing(work, USER, "[coder] echo: via the work webhook")
+            await reply_containing(home, USER, "[family] echo: via home polling")
+        assert work.calls_to("getUpdates") == [] and home.webhook is None
+        assert_no_token(daemon, WORK_TOKEN)
+    assert not any("[coder]" in text for text in texts(home))
+    assert not any("[family]" in text for text in texts(work))
