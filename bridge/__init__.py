@@ -1,3 +1,3 @@
-"""picobridge: a picobot agent behind Telegram and Slack."""
+"""picobridge: a picobot agent behind Telegram, Slack, Matrix and Discord."""
 
 __version__ = "0.1.0"

@@ -214,7 +214,8 @@ def _setup_commands(commands: _Commands) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="picobridge", description="Put a picobot agent behind Telegram and Slack.",
+        prog="picobridge",
+        description="Put a picobot agent behind Telegram, Slack, Matrix and Discord.",
         epilog="Run `picobridge COMMAND --help` for a command's options and examples. "
                "Try it without tokens or an agent: picobridge chat --echo",
     )

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from picobridge.agent.protocols.prime_rpc import PrimeRpcDriver
 from picobridge.contract import listed_commands
 from tests.e2e.discord_support import discord_config, online
+from tests.e2e.prime_rpc_support import fake_agent_settings
 from tests.fakes.discord import DEFAULT_USER, OTHER_USER, STRANGER, FakeDiscord
 from tests.harness import AgentJournal, Daemon
 
@@ -100,3 +102,19 @@ async def test_slash_commands_are_answered_within_the_deadline_to_their_user_onl
             assert interaction.callbacks == [{"type": 5, "data": {"flags": 64}}]
         sessions = [m["session"] for m in AgentJournal(tmp_path / "agent").messages()]
         assert len(sessions) == 2 and sessions[0] != sessions[1]
+
+
+async def test_the_slash_commands_hold_what_the_agent_offers(tmp_path: Path) -> None:
+    # prime-rpc's driver declares /model, /think, /compact and /export: Discord offers them
+    # beside the bridge's own, as Telegram's menu does, in the guilds and in DMs.
+    offered = [c.name for c in listed_commands(PrimeRpcDriver.commands)]
+    assert {"model", "think", "compact", "export"} <= set(offered)
+    async with FakeDiscord() as fake:
+        served, _ = fake.add_guild("served")
+        config = discord_config(tmp_path, fake, agent=fake_agent_settings(tmp_path),
+                                guilds=[served])
+        async with Daemon(config) as daemon:
+            # Signed in only once the commands are registered.
+            await online(daemon, fake)
+            assert [c["name"] for c in fake.commands[served]] == offered
+            assert [c["name"] for c in fake.commands["global"]] == offered

@@ -17,6 +17,7 @@ from picobridge.adapters.discord.platform import DiscordPlatform
 from picobridge.adapters.discord.render import escape, render
 from picobridge.adapters.discord.seen import Seen
 from picobridge.adapters.discord.settings import DiscordSettings
+from picobridge.contract import catalogue as catalogue_of
 from picobridge.contract import listed_commands
 
 
@@ -73,9 +74,14 @@ async def test_seen_keeps_the_newest_message_of_the_most_recent_channels() -> No
 
 
 def test_the_slash_commands_come_from_the_bridge_catalogue() -> None:
-    commands = catalogue(in_dms=True)
+    commands = catalogue(catalogue_of(), in_dms=True)
     assert [c["name"] for c in commands] == [c.name for c in listed_commands()]
     assert [c["name"] for c in commands][:3] == ["new", "status", "stop"]
+    assert "start" not in [c["name"] for c in commands]  # unlisted: works, not offered
+    # An agent's own commands, where its driver has them, in the catalogue's order.
+    with_agent = [c["name"] for c in catalogue(catalogue_of(["think", "model"]), in_dms=True)]
+    assert with_agent == [c.name for c in listed_commands(["model", "think"])]
+    assert "model" in with_agent and "compact" not in with_agent
     assert all(c["options"][0]["type"] == 3 and not c["options"][0]["required"]
                for c in commands)
     assert all(1 <= len(c["description"]) <= 100 and c["description"][0].isupper()

@@ -54,3 +54,24 @@ def test_the_quick_start_commands_exist() -> None:
     assert any("chat" in c and "--echo" in c for c in commands)
     for command in commands:
         parser.parse_args(command.split())  # exits (fails the test) on an unknown word
+
+
+# docs/architecture.md's "What lives where" rows and the folders they describe.
+PLACES = {
+    "contract": "bridge/contract", "core": "bridge/core", "agent": "bridge/agent",
+    "store": "bridge/store", "ops": "bridge/ops", "cli": "bridge/cli",
+    **{f"adapters/{p.name}": f"adapters/{p.name}"
+       for p in sorted((ROOT / "adapters").iterdir()) if (p / "__init__.py").exists()},
+}
+
+
+def test_the_architecture_names_every_module_where_it_lives() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([\w/]+)/` \| (.+) \|$", text, flags=re.M))
+    assert set(PLACES) <= set(rows), f"no row for {sorted(set(PLACES) - set(rows))}"
+    unnamed = {
+        place: missing for place, folder in PLACES.items()
+        if (missing := sorted(
+            p.stem for p in (ROOT / folder).glob("*.py")
+            if p.stem != "__init__" and f"`{p.stem}`" not in rows[place]))}
+    assert unnamed == {}, f"docs/architecture.md does not say where these live: {unnamed}"

@@ -5,8 +5,11 @@ installed."""
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -60,3 +63,33 @@ def test_the_constraints_pin_every_installed_distribution_inside_the_ranges() ->
     assert missing == set(), f"deploy/constraints.txt pins nothing for {sorted(missing)}"
     for name, req in requirements().items():
         assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} is outside {req}"
+
+
+def imported_distributions() -> dict[str, str]:
+    """The distributions the product's own modules import (canonical name -> one module
+    importing it): a dependency that only arrives through another one can go away with it."""
+    product = [ROOT / d for d in ("bridge", "adapters", "config", "migrations")]
+    providers = packages_distributions()
+    found: dict[str, str] = {}
+    for path in (p for d in product for p in sorted(d.rglob("*.py"))):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for top in (n.partition(".")[0] for n in names):
+                if top in sys.stdlib_module_names or top == "picobridge":
+                    continue
+                for dist in providers.get(top, [top]):
+                    found.setdefault(canonicalize_name(dist), str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_distribution_the_product_imports_is_declared() -> None:
+    imported = imported_distributions()
+    # The check must see the product's imports at all (these are imported in several places).
+    assert {"aiosqlite", "pydantic", "python-telegram-bot"} <= set(imported)
+    undeclared = {name: where for name, where in imported.items() if name not in requirements()}
+    assert undeclared == {}, f"imported but not in pyproject.toml's dependencies: {undeclared}"
