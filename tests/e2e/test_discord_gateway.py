@@ -158,5 +158,5 @@ async def test_the_time_since_discord_last_delivered_is_exported(tmp_path: Path)
             assert "discord" in health["platforms_last_event_seconds"], health
             assert health["platforms_last_event_seconds"]["discord"] >= 0
             metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
-            assert ('picobridge_platform_last_event_age_seconds{platform="discord"}'
+            assert ('picobridge_platform_last_event_age_seconds{bot="default",platform="discord"}'
                     in metrics)
