@@ -9,7 +9,7 @@ for libraries it does not use.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from picobridge.config.settings import Settings
@@ -43,14 +43,23 @@ def platforms() -> dict[str, Platform]:
     return {name: platform(name) for name in PLATFORMS}
 
 
+def bots(settings: Settings) -> dict[str, tuple[Platform, Any]]:
+    """Every configured bot of every platform, by the name the bridge knows it by
+    (`telegram`, `telegram@work`), with its platform and its keys."""
+    return {bot: (p, section) for name, p in settings.platforms.items()
+            for bot, section in p.bots(settings.section(name)).items()}
+
+
 def enabled_platforms(settings: Settings) -> list[str]:
-    return [name for name, p in settings.platforms.items() if p.active(settings.section(name))]
+    """The bots that run, by the name the bridge knows them by."""
+    return [bot for bot, (p, section) in bots(settings).items() if p.active(section)]
 
 
 def build_adapters(settings: Settings) -> list[Adapter]:
-    return [settings.platforms[name].adapter(settings) for name in enabled_platforms(settings)]
+    found = bots(settings)
+    return [found[bot][0].bot_adapter(settings, bot, found[bot][1])
+            for bot in enabled_platforms(settings)]
 
 
 def allow_lists(settings: Settings) -> dict[str, frozenset[str]]:
-    return {name: p.allowed_users(settings.section(name))
-            for name, p in settings.platforms.items()}
+    return {bot: p.allowed_users(section) for bot, (p, section) in bots(settings).items()}

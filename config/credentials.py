@@ -42,14 +42,43 @@ class CredentialsSource(PydanticBaseSettingsSource):
             return {}
         found: dict[str, dict[str, str]] = {}
         for filename, (section, key) in self._files.items():
-            path = Path(directory) / filename
-            try:
-                if path.is_file():
-                    found.setdefault(section, {})[key] = path.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-                raise ConfigError(f"cannot read credential {filename} in $CREDENTIALS_DIRECTORY: "
-                                  f"{reason}") from None
+            value = _read(Path(directory), filename)
+            if value is not None:
+                found.setdefault(section, {})[key] = value
         return found
 
 
+def _read(directory: Path, filename: str) -> str | None:
+    path = directory / filename
+    try:
+        return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"cannot read credential {filename} in $CREDENTIALS_DIRECTORY: "
+                          f"{reason}") from None
+
+
+def with_bot_credentials(data: Any, platforms: Mapping[str, Platform]) -> Any:
+    """The settings' input with each further bot's secrets from its own credential files:
+    `<file>_<bot>` (`telegram_token_work` for `[[telegram.bots]]` named "work"). They fill
+    the bot's keys over the config file, as the default bot's files do."""
+    directory = os.environ.get("CREDENTIALS_DIRECTORY")
+    if not directory or not isinstance(data, dict):
+        return data
+    for name, platform in platforms.items():
+        section, key = data.get(name), platform.bots_key
+        if key is None or not isinstance(section, dict) or not isinstance(
+                section.get(key), list):
+            continue
+        entries = [{**entry, **_bot_files(Path(directory), platform, entry["name"])}
+                   if isinstance(entry, dict) and isinstance(entry.get("name"), str) else entry
+                   for entry in section[key]]
+        data = {**data, name: {**section, key: entries}}
+    return data
+
+
+def _bot_files(directory: Path, platform: Platform, bot: str) -> dict[str, str]:
+    found = {key: _read(directory, f"{filename}_{bot}")
+             for filename, key in platform.credentials.items()}
+    # An empty file is no credential (the unit's placeholder for a bot without that secret).
+    return {key: value for key, value in found.items() if value}

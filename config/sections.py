@@ -39,6 +39,36 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class BotEntry(BaseModel):
+    """A further bot of a platform (`[[<platform>.bots]]` and the like): a `name`, mixed
+    into the platform's own section model so it has every key that section has."""
+
+    name: str
+
+    @classmethod
+    def default_paths(cls, name: str) -> dict[str, Any]:
+        """Keys whose default depends on the bot's name (its webhook path)."""
+        return {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_paths(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            return {**cls.default_paths(data["name"]), **data}
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, name: str) -> str:
+        from picobridge.contract.names import DEFAULT_BOT, NAME_PATTERN, valid_name
+
+        if not valid_name(name):
+            raise ValueError(f"a bot's name must match {NAME_PATTERN}")
+        if name == DEFAULT_BOT:
+            raise ValueError(f"the bot named {DEFAULT_BOT!r} is the platform's own section")
+        return name
+
+
 class WorkerSettings(Section):
     """An agent worker with its own command, e.g. over ssh (`[[agent.workers]]`)."""
 

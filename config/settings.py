@@ -25,7 +25,12 @@ from pydantic_settings import (
 )
 
 from picobridge.config.agents import check_agents, named_agents
-from picobridge.config.credentials import ConfigError, CredentialsSource, credential_files
+from picobridge.config.credentials import (
+    ConfigError,
+    CredentialsSource,
+    credential_files,
+    with_bot_credentials,
+)
 from picobridge.config.sections import (
     VOICE_CREDENTIALS,
     AgentSettings,
@@ -95,13 +100,19 @@ class CoreSettings(BaseSettings):
             TomlConfigSettingsSource(settings_cls),
         )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bots_credentials(cls, data: Any) -> Any:
+        return with_bot_credentials(data, cls._platforms)
+
     @model_validator(mode="after")
     def _listener_for_webhooks(self) -> CoreSettings:
         if self.http.listen is None:
             for name, platform in self._platforms.items():
-                reason = platform.needs_listener(self.section(name))
-                if reason:
-                    raise ValueError(f"{reason} needs http.listen")
+                for bot in platform.bots(self.section(name)).values():
+                    reason = platform.needs_listener(bot)
+                    if reason:
+                        raise ValueError(f"{reason} needs http.listen")
         return self
 
     @model_validator(mode="after")
@@ -139,7 +150,8 @@ class CoreSettings(BaseSettings):
     def secrets(self) -> list[str]:
         """Every secret value configured, for the log redaction filter."""
         return [*(secret for name, platform in self._platforms.items()
-                  for secret in platform.secrets(self.section(name))), *self.voice.secrets()]
+                  for bot in platform.bots(self.section(name)).values()
+                  for secret in platform.secrets(bot)), *self.voice.secrets()]
 
 
 if TYPE_CHECKING:

@@ -179,26 +179,37 @@ class DiscordAdapter(Adapter):
 
     # -- gateway events ----------------------------------------------------------------------
 
+    # Inbound liveness: what the gateway delivers counts (its heartbeat acknowledgements stay
+    # inside discord.py), so a quiet bot shows a growing age, as a Telegram webhook does.
+    def _heard(self) -> None:
+        if self._bridge is not None:
+            self._bridge.heard_from(PLATFORM)
+
     async def _on_connect(self) -> None:
+        self._heard()
         self._set_connected(True)
         if self._receiver is not None:
             await self._receiver.new_session()
 
     async def _on_resumed(self) -> None:
+        self._heard()
         self._set_connected(True)
 
     async def _on_disconnect(self) -> None:
         self._set_connected(False)
 
     async def _on_message(self, message: discord.Message) -> None:
+        self._heard()
         if self._receiver is not None:
             self._receiver.receive(message)
 
     async def _on_edit(self, edit: discord.RawMessageUpdateEvent) -> None:
+        self._heard()
         if self._receiver is not None:
             self._receiver.edited(edit.message)
 
     async def _on_interaction(self, interaction: discord.Interaction) -> None:
+        self._heard()
         if self._interactions is not None:
             await self._interactions.take(interaction)
 

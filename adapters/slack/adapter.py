@@ -75,7 +75,7 @@ from picobridge.contract import (
 )
 
 if TYPE_CHECKING:
-    from picobridge.adapters.slack.settings import SlackSettings
+    from picobridge.adapters.slack.settings import SlackAppSettings
     from picobridge.config.settings import Settings
 
 log = logging.getLogger("picobridge.slack")
@@ -93,10 +93,12 @@ BOLT_LOGGER = "slack_bolt.picobridge"
 
 
 class SlackAdapter(Adapter):
-    platform = PLATFORM
-
-    def __init__(self, settings: Settings) -> None:
-        self._settings: SlackSettings = settings.section("slack")
+    def __init__(self, settings: Settings, platform: str = PLATFORM,
+                 section: SlackAppSettings | None = None) -> None:
+        # `platform`: the name the bridge knows this app by ("slack", "slack@work").
+        self.platform = platform
+        self._settings: SlackAppSettings = (section if section is not None
+                                            else settings.section(PLATFORM))
         self._policy = AttachmentPolicy(settings.attachments, settings.media_dir)
         self._bridge: BridgeLink | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -128,24 +130,25 @@ class SlackAdapter(Adapter):
         assert s.bot_token is not None
         files = SlackFiles(self._session, s.bot_token.get_secret_value(), s.file_hosts,
                            self._policy, functools.partial(file_info, client))
-        self._inbound = SlackInbound(s, bridge, client, files, self._progress, self._tasks)
+        self._inbound = SlackInbound(s, bridge, client, files, self._progress, self._tasks,
+                                     self.platform)
         clicks = self._clicks = SlackClicks(bridge, client, self._asked, self._inbound.serial,
-                                            self._tasks, self._shown)
+                                            self._tasks, self._shown, self.platform)
         self._sender = SlackSender(client, bridge, max_chunks=s.max_chunks,
                                    on_auth_failure=self._auth_failed, asked=self._asked,
-                                   on_question=clicks.sent)
+                                   on_question=clicks.sent, platform=self.platform)
         self._app = self._make_app(client)
         secret = s.signing_secret.get_secret_value() if s.signing_secret else None
         self._dispatcher = Dispatcher(self._app, secret)
         if s.mode == "http":
             http = bridge.http_app()
             if http is None:
-                bridge.fatal(PLATFORM, "slack.mode = 'http' needs http.listen")
+                bridge.fatal(self.platform, "slack.mode = 'http' needs http.listen")
                 return
             dispatcher = self._dispatcher
 
             async def receive(request: web.Request) -> web.StreamResponse:
-                bridge.heard_from(PLATFORM)
+                bridge.heard_from(self.platform)
                 return await dispatcher.http(request)
 
             http.router.add_post(s.events_path, receive)
@@ -154,7 +157,7 @@ class SlackAdapter(Adapter):
         try:
             await self._go_online()
         except SlackAuthError as exc:
-            bridge.fatal(PLATFORM, str(exc))
+            bridge.fatal(self.platform, str(exc))
         except Exception as exc:
             # Slack unreachable (network, 5xx): keep trying in the background; messages wait
             # on Slack's side (Socket Mode) or are retried by Slack (HTTP mode).
@@ -186,13 +189,15 @@ class SlackAdapter(Adapter):
                 return
             except SlackAuthError as exc:
                 assert self._bridge is not None
-                self._bridge.fatal(PLATFORM, str(exc))
+                self._bridge.fatal(self.platform, str(exc))
                 return
             except Exception as exc:
                 log.warning("Slack still not reachable (%s)", exc.__class__.__name__)
 
     def _keep(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
         assert self._bridge is not None
+        # Each app's loops by its own name: "slack-...", "slack@work-...".
+        name = self.platform + name.removeprefix(PLATFORM)
         self._bridge.keep_running(name, loop)
         self._loops.append(name)
 
@@ -205,8 +210,8 @@ class SlackAdapter(Adapter):
                                   self._dispatcher, logging.getLogger(BOLT_LOGGER),
                                   self._set_connected,
                                   silence_timeout=self._settings.silence_timeout,
-                                  heard=lambda: bridge.heard_from(PLATFORM),
-                                  silence=lambda s: bridge.silence(PLATFORM, s))
+                                  heard=lambda: bridge.heard_from(self.platform),
+                                  silence=lambda s: bridge.silence(self.platform, s))
         connecting = self._socket.connect()
         done, _ = await asyncio.wait({connecting}, timeout=CONNECT_WAIT)
         if done:
@@ -220,7 +225,7 @@ class SlackAdapter(Adapter):
     def _set_connected(self, up: bool) -> None:
         self._connected = up
         if self._bridge is not None:
-            self._bridge.connection_changed(PLATFORM, up)
+            self._bridge.connection_changed(self.platform, up)
 
     async def stop(self) -> None:
         if self._stopped:
@@ -257,7 +262,7 @@ class SlackAdapter(Adapter):
 
     def _auth_failed(self, error: str) -> None:
         if self._bridge is not None:
-            self._bridge.fatal(PLATFORM, f"Slack refused the bot token ({error}); "
+            self._bridge.fatal(self.platform, f"Slack refused the bot token ({error}); "
                                          "check slack.bot_token")
 
     # -- bolt --------------------------------------------------------------------------------

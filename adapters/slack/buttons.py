@@ -89,7 +89,7 @@ class Clicked:
     blocks: object  # its blocks as Slack returned them
 
 
-def clicked(body: dict[str, Any]) -> Clicked | None:
+def clicked(body: dict[str, Any], platform: str = PLATFORM) -> Clicked | None:
     """Read a block_actions payload (shapes.py screened its types); None when it is not a
     click on a message in a conversation."""
     actions = body.get("actions") or [{}]
@@ -104,7 +104,7 @@ def clicked(body: dict[str, Any]) -> Clicked | None:
     # The question sits in its conversation's thread, or at the top of a DM (where a thread
     # may since have started under it: its thread_ts is then its own ts).
     thread = _text(message.get("thread_ts")) or _text(container.get("thread_ts"))
-    chat = ChatRef(PLATFORM, channel, thread if thread and thread != ts else None)
+    chat = ChatRef(platform, channel, thread if thread and thread != ts else None)
     return Clicked(chat, user, data, channel, ts, _text(message.get("text")),
                    message.get("blocks"))
 

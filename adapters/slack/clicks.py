@@ -38,6 +38,7 @@ from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.slack.buttons import Clicked, Posted, clicked, closed_blocks
 from picobridge.adapters.slack.client import post_ephemeral
+from picobridge.adapters.slack.events import PLATFORM
 from picobridge.adapters.slack.send import slack_error
 from picobridge.contract import BridgeLink, DialogClosed, StorageUnavailable
 
@@ -52,8 +53,10 @@ NOT_TAKEN = ("⚠️ I could not take your answer just now (my storage is unavai
 class SlackClicks:
     def __init__(self, bridge: BridgeLink, client: AsyncWebClient, asked: Asked,
                  serial: ChatSerial, tasks: TaskSet,
-                 shown: QuestionMessages[Posted] | None = None) -> None:
+                 shown: QuestionMessages[Posted] | None = None,
+                 platform: str = PLATFORM) -> None:
         self._bridge = bridge
+        self._platform = platform
         self._client = client
         self._asked = asked
         self._serial = serial
@@ -75,7 +78,7 @@ class SlackClicks:
 
     def take(self, body: dict[str, Any]) -> None:
         """A block_actions payload: answered in the background (the caller acknowledges)."""
-        where = clicked(body)
+        where = clicked(body, self._platform)
         if where is None:
             log.warning("a Slack button click was skipped: it names no message in a "
                         "conversation (content not logged)")

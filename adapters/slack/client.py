@@ -26,7 +26,7 @@ from picobridge.adapters.slack.events import Identity
 from picobridge.adapters.slack.send import AUTH_ERRORS, slack_error
 
 if TYPE_CHECKING:
-    from picobridge.adapters.slack.settings import SlackSettings
+    from picobridge.adapters.slack.settings import SlackAppSettings
 
 log = logging.getLogger("picobridge.slack")
 
@@ -56,7 +56,7 @@ class Recent:
             self._items.popitem(last=False)
 
 
-def web_client(settings: SlackSettings, session: aiohttp.ClientSession) -> AsyncWebClient:
+def web_client(settings: SlackAppSettings, session: aiohttp.ClientSession) -> AsyncWebClient:
     assert settings.bot_token is not None
     base_url = settings.base_url if settings.base_url.endswith("/") else settings.base_url + "/"
     return AsyncWebClient(

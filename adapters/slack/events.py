@@ -140,7 +140,7 @@ def slash_command_text(text: str) -> str | None:
 
 
 def normalise(body: dict[str, Any], me: Identity, *, allow_bots: bool,
-              command_prefix: str) -> Candidate | Skip:
+              command_prefix: str, platform: str = PLATFORM) -> Candidate | Skip:
     """Decide what an Events API payload means for the bridge."""
     if body.get("type") != "event_callback":
         return Skip(f"payload type {body.get('type')!r}")
@@ -175,13 +175,13 @@ def normalise(body: dict[str, Any], me: Identity, *, allow_bots: bool,
     thread_ts = thread_ts if isinstance(thread_ts, str) and thread_ts else None
     channel_type = event.get("channel_type") if event.get("type") == "message" else None
     if is_dm_channel(channel, channel_type):
-        return Candidate(chat=ChatRef(PLATFORM, channel, thread_ts), is_dm=True, **common)
+        return Candidate(chat=ChatRef(platform, channel, thread_ts), is_dm=True, **common)
     if thread_ts is not None:
-        return Candidate(chat=ChatRef(PLATFORM, channel, thread_ts),
+        return Candidate(chat=ChatRef(platform, channel, thread_ts),
                          needs_known_thread=not mentioned, **common)
     if not mentioned:
         return Skip("channel message without mention")
-    return Candidate(chat=ChatRef(PLATFORM, channel, ts), **common)
+    return Candidate(chat=ChatRef(platform, channel, ts), **common)
 
 
 def _message_of(event: dict[str, Any]) -> tuple[dict[str, Any], str | None] | Skip:

@@ -65,7 +65,7 @@ from picobridge.contract import (
 )
 
 if TYPE_CHECKING:
-    from picobridge.adapters.slack.settings import SlackSettings
+    from picobridge.adapters.slack.settings import SlackAppSettings
 
 log = logging.getLogger("picobridge.slack")
 
@@ -74,9 +74,11 @@ STORAGE_DOWN_NOTICE = ("⚠️ I cannot take commands right now: my storage is u
 
 
 class SlackInbound:
-    def __init__(self, settings: SlackSettings, bridge: BridgeLink, client: AsyncWebClient,
-                 files: SlackFiles, progress: SlackProgress, tasks: TaskSet) -> None:
+    def __init__(self, settings: SlackAppSettings, bridge: BridgeLink, client: AsyncWebClient,
+                 files: SlackFiles, progress: SlackProgress, tasks: TaskSet,
+                 platform: str = PLATFORM) -> None:
         self._settings = settings
+        self._platform = platform
         self._bridge = bridge
         self._client = client
         self._files = files
@@ -108,7 +110,7 @@ class SlackInbound:
         if event_id is not None and event_id in self._seen_events:
             return
         found = normalise(body, me, allow_bots=self._settings.allow_bots,
-                          command_prefix=self._settings.command_prefix)
+                          command_prefix=self._settings.command_prefix, platform=self._platform)
         if isinstance(found, Skip):
             log.debug("event %s skipped: %s", event_id, found.reason)
             self._seen_events.add(event_id)
@@ -154,7 +156,7 @@ class SlackInbound:
         known = await self._bridge.knows_chat(found.chat)
         if found.needs_known_thread and not known:
             return None
-        if known or thread is None or not await self._bridge.is_allowed(PLATFORM, found.user):
+        if known or thread is None or not await self._bridge.is_allowed(self._platform, found.user):
             return ""
         # Mentioned for the first time in a thread that ran without the bot.
         return await thread_context(self._client, me, found.channel, thread, found.ts)
@@ -168,7 +170,7 @@ class SlackInbound:
         if found.files:
             # Strangers' files are not fetched: the bridge refuses them anyway, and
             # downloading first would let anyone fill the disk.
-            if await self._bridge.is_allowed(PLATFORM, found.user):
+            if await self._bridge.is_allowed(self._platform, found.user):
                 attachments, notices = await self._fetch(found.files)
             elif not text:
                 text = "(a file)"  # still submitted, so the stranger hears why nothing happens
@@ -218,7 +220,7 @@ class SlackInbound:
         user = str(body.get("user_id") or "")
         if not channel.startswith("D"):
             names = [f"`{s.command_prefix}{c.name}`"
-                     for c in self._bridge.commands(ChatRef(PLATFORM, channel, None))
+                     for c in self._bridge.commands(ChatRef(self._platform, channel, None))
                      if c.listed]
             return (f"In channels every thread is its own conversation: mention me inside the "
                     f"thread with {', '.join(names[:-1])} or {names[-1]}. "
@@ -231,7 +233,7 @@ class SlackInbound:
             log.debug("conversations.open failed: %s", exc.__class__.__name__)
         try:
             await self._bridge.submit(InboundMessage(
-                chat=ChatRef(PLATFORM, channel, None), sender_id=user, text=command,
+                chat=ChatRef(self._platform, channel, None), sender_id=user, text=command,
                 platform_message_id=f"command:{body.get('trigger_id') or body.get('envelope_id')}",
                 sender_name=str(body.get("user_name") or ""), chat_kind="private"))
         except StorageUnavailable:

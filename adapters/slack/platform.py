@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-from picobridge.adapters.slack.settings import SlackSettings
-from picobridge.contract import Adapter, Platform
+from picobridge.adapters.slack.settings import SlackAppSettings, SlackSettings
+from picobridge.contract import DEFAULT_BOT, Adapter, Platform, bot_platform
 
 # A person: U (or W, in Enterprise Grid), then capital letters and digits.
 MEMBER_ID = re.compile(r"[UW][A-Z0-9]+")
@@ -24,12 +24,13 @@ class SlackPlatform(Platform):
         "slack_signing_secret": "signing_secret",
     }
     enable_hint: ClassVar[str] = "slack.bot_token"
+    bots_key: ClassVar[str | None] = "apps"
     user_example: ClassVar[str] = "U0123ABCD"
 
-    def active(self, section: SlackSettings) -> bool:
+    def active(self, section: SlackAppSettings) -> bool:
         return section.active
 
-    def allowed_users(self, section: SlackSettings) -> frozenset[str]:
+    def allowed_users(self, section: SlackAppSettings) -> frozenset[str]:
         return frozenset(section.allowed_users)
 
     def user_id_problem(self, user_id: str) -> str | None:
@@ -44,7 +45,7 @@ class SlackPlatform(Platform):
         return ("slack member ids are U or W and then capital letters and digits, like "
                 "U0123ABCD (profile, then ⋯, then Copy member ID)")
 
-    def token_problems(self, section: SlackSettings) -> list[str]:
+    def token_problems(self, section: SlackAppSettings) -> list[str]:
         problems = []
         for key, prefix, what, other in (
                 ("bot_token", "xoxb-", "the Bot User OAuth Token", "xapp-"),
@@ -59,12 +60,16 @@ class SlackPlatform(Platform):
             problems.append(f"slack.{key} must be {what}, which starts with {prefix}{hint}")
         return problems
 
-    def needs_listener(self, section: SlackSettings) -> str | None:
+    def needs_listener(self, section: SlackAppSettings) -> str | None:
         if section.active and section.mode == "http":
             return "slack.mode = 'http'"
         return None
 
     def adapter(self, settings: Any) -> Adapter:
+        return self.bot_adapter(settings, bot_platform(self.name, DEFAULT_BOT),
+                                settings.section(self.name))
+
+    def bot_adapter(self, settings: Any, platform: str, section: Any) -> Adapter:
         from picobridge.adapters.slack.adapter import SlackAdapter
 
-        return SlackAdapter(settings)
+        return SlackAdapter(settings, platform, section)

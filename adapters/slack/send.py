@@ -103,13 +103,14 @@ class SlackSender:
     def __init__(self, client: AsyncWebClient, cursors: Cursors, *, max_chunks: int,
                  on_auth_failure: Callable[[str], None], limit: int = SLACK_LIMIT,
                  asked: Asked | None = None,
-                 on_question: Callable[[str, Posted], None] | None = None) -> None:
+                 on_question: Callable[[str, Posted], None] | None = None,
+                 platform: str = PLATFORM) -> None:
         """`asked` remembers the questions sent with buttons (clicks.py reads it);
         `on_question` hears which message carries a question's buttons."""
         self._client = client
         self._asked = asked if asked is not None else Asked()
         self._on_question = on_question
-        self._parts = PartLog(cursors, PLATFORM)
+        self._parts = PartLog(cursors, platform)
         self._max_chunks = max_chunks
         self._limit = limit
         self._on_auth_failure = on_auth_failure

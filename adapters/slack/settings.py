@@ -1,15 +1,17 @@
-"""The `[slack]` section of the configuration."""
+"""The `[slack]` section of the configuration, and its further apps (`[[slack.apps]]`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator, model_validator
 
-from picobridge.config.sections import Section, clean_secret
+from picobridge.config.sections import BotEntry, Section, clean_secret
 
 
-class SlackSettings(Section):
+class SlackAppSettings(Section):
+    """One app's keys: `[slack]` (the app named "default") and each `[[slack.apps]]`."""
+
     enabled: bool | None = None
     bot_token: SecretStr | None = None
     app_token: SecretStr | None = None
@@ -41,7 +43,7 @@ class SlackSettings(Section):
         return self.enabled if self.enabled is not None else self.bot_token is not None
 
     @model_validator(mode="after")
-    def _tokens_when_enabled(self) -> SlackSettings:
+    def _tokens_when_enabled(self) -> SlackAppSettings:
         if not self.active:
             return self
         if self.bot_token is None:
@@ -51,3 +53,15 @@ class SlackSettings(Section):
         if self.mode == "http" and self.signing_secret is None:
             raise ValueError("slack.mode = 'http' needs slack.signing_secret")
         return self
+
+
+class SlackApp(BotEntry, SlackAppSettings):
+    """A further app, `[[slack.apps]]`: a name and every key of `[slack]`."""
+
+    @classmethod
+    def default_paths(cls, name: str) -> dict[str, Any]:
+        return {"events_path": f"/slack/{name}/events"}
+
+
+class SlackSettings(SlackAppSettings):
+    apps: list[SlackApp] = Field(default_factory=list)

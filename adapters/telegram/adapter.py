@@ -51,7 +51,7 @@ from picobridge.contract import (
 )
 
 if TYPE_CHECKING:
-    from picobridge.adapters.telegram.settings import TelegramSettings
+    from picobridge.adapters.telegram.settings import TelegramBotSettings
     from picobridge.config.settings import Settings
 
 log = logging.getLogger("picobridge.telegram")
@@ -59,7 +59,9 @@ log = logging.getLogger("picobridge.telegram")
 READY_WAIT = 30.0
 # The name of the adapter's main loop (connecting, then polling or serving the webhook) under
 # the daemon's supervision.
-MAIN_LOOP = "telegram-updates"
+# the daemon's supervision: "<its platform name>-updates" ("telegram-updates" for the bot
+# named "default").
+MAIN_LOOP = "{platform}-updates"
 REVOKED = ("Telegram refused the bot token (401 Unauthorized): it is wrong or was revoked. "
            "Get the current token from @BotFather and set telegram.token.")
 
@@ -76,11 +78,13 @@ def _quiet_library_logs() -> None:
 
 
 class TelegramAdapter(Adapter):
-    platform = PLATFORM
-
-    def __init__(self, settings: Settings) -> None:
-        cfg: TelegramSettings = settings.section(PLATFORM)
-        assert cfg.token is not None
+    def __init__(self, settings: Settings, platform: str = PLATFORM,
+                 cfg: TelegramBotSettings | None = None) -> None:
+        # `platform`: the name the bridge knows this bot by ("telegram", "telegram@work").
+        self.platform = platform
+        self._loop_name = MAIN_LOOP.format(platform=platform)
+        cfg = cfg if cfg is not None else settings.section(PLATFORM)
+        assert cfg is not None and cfg.token is not None
         self._cfg = cfg
         self._token = cfg.token.get_secret_value()
         # Case-insensitive: python-telegram-bot lowers the case of error descriptions, and a
@@ -144,13 +148,13 @@ class TelegramAdapter(Adapter):
             self._action_request = self._request(8, read=10.0)
         except (RuntimeError, ValueError) as exc:
             # An unknown proxy scheme, or SOCKS without its optional support installed.
-            bridge.fatal(PLATFORM, f"cannot use telegram.proxy_url: {exc}")
+            bridge.fatal(self.platform, f"cannot use telegram.proxy_url: {exc}")
             return
         self._bot = bot
         action_bot = Bot(self._token, base_url=self._cfg.base_url,
                          base_file_url=self._cfg.base_file_url, request=self._action_request,
                          get_updates_request=self._action_request)
-        self._sender = Sender(bot, PartLog(bridge, PLATFORM), max_chunks=self._cfg.max_chunks,
+        self._sender = Sender(bot, PartLog(bridge, self.platform), max_chunks=self._cfg.max_chunks,
                               scrub=self._scrub, on_revoked=self._revoked)
         self._progress = ProgressDisplay(bot, action_bot, stream=self._cfg.stream,
                                          show_tools=self._cfg.show_tools,
@@ -158,22 +162,22 @@ class TelegramAdapter(Adapter):
         if self._cfg.mode == "webhook":
             app = bridge.http_app()
             if app is None:
-                bridge.fatal(PLATFORM, "telegram.mode = 'webhook' needs http.listen")
+                bridge.fatal(self.platform, "telegram.mode = 'webhook' needs http.listen")
                 return
             receiver = WebhookReceiver(self._dispatcher, self._webhook_secret(),
                                        lambda: bot if self._ready.is_set() else None,
-                                       lambda: bridge.heard_from(PLATFORM))
+                                       lambda: bridge.heard_from(self.platform))
             app.router.add_post(self._cfg.webhook_path, receiver.handle)
         # Supervised: whatever ends the loop is logged and the loop starts again (it goes on
         # where it was), and one that keeps failing makes the daemon unhealthy.
-        bridge.keep_running(MAIN_LOOP, self._run)
+        bridge.keep_running(self._loop_name, self._run)
         self._running = True
         self._tasks.spawn(self._policy.cleanup_forever(), name="telegram-media-cleanup")
 
     async def stop(self) -> None:
         if self._running and self._bridge is not None:
             self._running = False
-            await self._bridge.stop_running(MAIN_LOOP)
+            await self._bridge.stop_running(self._loop_name)
         await self._tasks.close()
         await self._dispatcher.close()
         if self._progress is not None:
@@ -189,7 +193,7 @@ class TelegramAdapter(Adapter):
                         await request.shutdown()
         self._ready.clear()
         if self._bridge is not None:
-            self._bridge.connection_changed(PLATFORM, False)
+            self._bridge.connection_changed(self.platform, False)
 
     async def _run(self) -> None:
         bridge, bot = self._bridge, self._bot
@@ -206,7 +210,8 @@ class TelegramAdapter(Adapter):
             self._poller = Poller(
                 bot, self._poll_request, self._dispatcher, bridge,
                 poll_timeout=self._cfg.poll_timeout, stall_timeout=self._cfg.stall_timeout,
-                fatal=lambda reason: bridge.fatal(PLATFORM, reason), scrub=self._scrub)
+                fatal=lambda reason: bridge.fatal(self.platform, reason), scrub=self._scrub,
+                platform=self.platform)
         await self._poller.run()
 
     async def _set_up(self, bridge: BridgeLink, bot: ExtBot[Any]) -> bool:
@@ -217,10 +222,12 @@ class TelegramAdapter(Adapter):
         # Polling holds an update whose commit the store refuses and offers it again; a
         # webhook answers 503 and Telegram sends it again.
         storage = StorageWait(hold=self._cfg.mode == "polling")
-        clicks = Clicks(bot, bridge, self._asked, storage, self._scrub, self._shown)
+        clicks = Clicks(bot, bridge, self._asked, storage, self._scrub, self._shown,
+                        platform=self.platform)
         self._pipeline = Pipeline(bot, bridge, self._policy, identity, self._sender.notice,
                                   COMMAND_NAMES, self._scrub, storage=storage,
-                                  clicked=clicks.handle, proxy=self._cfg.proxy_url)
+                                  clicked=clicks.handle, proxy=self._cfg.proxy_url,
+                                  platform=self.platform)
         self._ready.set()
         log.info("connected to Telegram as @%s (%s mode)", identity.username, self._cfg.mode)
         self._tasks.spawn(self._register_commands(bot), name="telegram-commands")
@@ -235,7 +242,7 @@ class TelegramAdapter(Adapter):
                 return BotIdentity(me.id, me.username or "")
             except InvalidToken:
                 # The library's message quotes the token: never show it.
-                bridge.fatal(PLATFORM, REVOKED)
+                bridge.fatal(self.platform, REVOKED)
                 return None
             except RetryAfter as exc:
                 check_cancelled()
@@ -305,7 +312,8 @@ class TelegramAdapter(Adapter):
                                       allowed_updates=list(ALLOWED_UPDATES))
                 break
             except BadRequest as exc:
-                bridge.fatal(PLATFORM, f"Telegram refused the webhook: {self._scrub(exc.message)}")
+                bridge.fatal(self.platform,
+                             f"Telegram refused the webhook: {self._scrub(exc.message)}")
                 return
             except TelegramError as exc:
                 check_cancelled()
@@ -314,11 +322,11 @@ class TelegramAdapter(Adapter):
                 await backoff.wait()
         log.info("webhook set; updates arrive on %s", self._cfg.webhook_path)
         self._webhook_up = True
-        bridge.connection_changed(PLATFORM, True)
+        bridge.connection_changed(self.platform, True)
 
     def _revoked(self) -> None:
         if self._bridge is not None:
-            self._bridge.fatal(PLATFORM, REVOKED)
+            self._bridge.fatal(self.platform, REVOKED)
 
     async def _handle(self, updates: Sequence[Update]) -> None:
         assert self._pipeline is not None

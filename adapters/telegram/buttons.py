@@ -34,7 +34,7 @@ from picobridge.adapters.common.buttons import (
 )
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
-from picobridge.adapters.telegram.normalise import chat_ref
+from picobridge.adapters.telegram.normalise import PLATFORM, chat_ref
 from picobridge.adapters.telegram.render import utf16_len
 from picobridge.adapters.telegram.storage import StorageWait
 from picobridge.contract import BridgeLink, Dialog, DialogClosed, DialogKind
@@ -122,8 +122,9 @@ class Closings:
 class Clicks:
     def __init__(self, bot: Bot, bridge: BridgeLink, asked: Asked, storage: StorageWait,
                  scrub: Callable[[str], str],
-                 shown: QuestionMessages[Message] | None = None) -> None:
+                 shown: QuestionMessages[Message] | None = None, platform: str = PLATFORM) -> None:
         self._bot = bot
+        self._platform = platform
         self._bridge = bridge
         self._asked = asked
         self._storage = storage
@@ -139,7 +140,7 @@ class Clicks:
             # in, and no question lives that long.
             await self._notify(query, CLOSED)
             return
-        chat = chat_ref(message)
+        chat = chat_ref(message, self._platform)
         user = str(query.from_user.id)
         result: Click = await self._storage.run(
             "answering a question",

@@ -77,11 +77,13 @@ class Pipeline:
     def __init__(self, bot: Bot, bridge: BridgeLink, policy: AttachmentPolicy,
                  identity: BotIdentity, notify: Notify, commands: Sequence[str],
                  scrub: Scrub, *, storage: StorageWait | None = None,
-                 clicked: Clicked | None = None, proxy: str | None = None) -> None:
+                 clicked: Clicked | None = None, proxy: str | None = None,
+                 platform: str = PLATFORM) -> None:
         """`storage` decides what a storage outage does (polling holds the update and tries
         again; a webhook answers 503): by default it holds. `clicked` answers a button's
         callback query (buttons.py), which must use the same `storage`."""
         self._bridge = bridge
+        self._platform = platform
         self._clicked = clicked
         self._identity = identity
         self._notify = notify
@@ -145,7 +147,7 @@ class Pipeline:
             has_text = any((m.text or m.caption or "").strip() for m in parts)
             unsupported = unsupported_kind(first) if is_private(first) else None
             message_text(parts, self._identity, len(refs))
-            return _Reading(chat_ref(first), user, refs, has_text, unsupported)
+            return _Reading(chat_ref(first, self._platform), user, refs, has_text, unsupported)
         except Malformed:
             raise
         except Exception as exc:
@@ -189,7 +191,7 @@ class Pipeline:
 
     async def _allowed(self, sender_id: str) -> bool:
         return await self._storage.run(
-            "checking a sender", lambda: self._bridge.is_allowed(PLATFORM, sender_id),
+            "checking a sender", lambda: self._bridge.is_allowed(self._platform, sender_id),
             writes=False)
 
     async def _edited(self, message: Message) -> None:
@@ -203,7 +205,7 @@ class Pipeline:
                 from None
         key = platform_id(message)
         if await self._storage.run("applying an edit",
-                                   lambda: self._bridge.update_queued(PLATFORM, key, text)):
+                                   lambda: self._bridge.update_queued(self._platform, key, text)):
             log.info("queued message %s updated by an edit", key)
         else:
             log.debug("edit of %s ignored: already answered or unknown", key)
@@ -213,7 +215,8 @@ class Pipeline:
         message = updates[0].message or updates[0].edited_message
         try:
             if message is not None and is_private(message):
-                await self._notify(chat_ref(message), str(message.message_id), LOST_TEXT)
+                await self._notify(chat_ref(message, self._platform), str(message.message_id),
+                                   LOST_TEXT)
         except Exception as exc:
             check_cancelled()
             log.debug("could not tell the sender of a lost update (%s)", describe_failure(exc))

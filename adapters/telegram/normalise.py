@@ -46,11 +46,11 @@ class MediaRef:
     duration: float | None = None  # seconds, for voice notes and audio
 
 
-def chat_ref(message: Message) -> ChatRef:
+def chat_ref(message: Message, platform: str = PLATFORM) -> ChatRef:
     # Only real forum topics are separate conversations: in ordinary groups
     # message_thread_id is also set on replies, and those belong to the group's session.
     thread = message.message_thread_id if message.is_topic_message else None
-    return ChatRef(PLATFORM, str(message.chat.id), None if thread is None else str(thread))
+    return ChatRef(platform, str(message.chat.id), None if thread is None else str(thread))
 
 
 def platform_id(message: Message) -> str:

@@ -7,8 +7,8 @@ import re
 import sys
 from typing import Any, ClassVar
 
-from picobridge.adapters.telegram.settings import TelegramSettings
-from picobridge.contract import Adapter, Platform
+from picobridge.adapters.telegram.settings import TelegramBotSettings, TelegramSettings
+from picobridge.contract import DEFAULT_BOT, Adapter, Platform, bot_platform
 
 # <bot id>:<secret>, as @BotFather gives it (the secret: letters, digits, _ and -).
 TOKEN_SHAPE = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
@@ -22,12 +22,13 @@ class TelegramPlatform(Platform):
         "telegram_webhook_secret": "webhook_secret",
     }
     enable_hint: ClassVar[str] = "telegram.token"
+    bots_key: ClassVar[str | None] = "bots"
     user_example: ClassVar[str] = "123456789"
 
-    def active(self, section: TelegramSettings) -> bool:
+    def active(self, section: TelegramBotSettings) -> bool:
         return section.active
 
-    def allowed_users(self, section: TelegramSettings) -> frozenset[str]:
+    def allowed_users(self, section: TelegramBotSettings) -> frozenset[str]:
         return frozenset(str(user) for user in section.allowed_users)
 
     def user_id_problem(self, user_id: str) -> str | None:
@@ -40,7 +41,7 @@ class TelegramPlatform(Platform):
                     "their id when they write to it)")
         return None
 
-    def token_problems(self, section: TelegramSettings) -> list[str]:
+    def token_problems(self, section: TelegramBotSettings) -> list[str]:
         token = section.token.get_secret_value() if section.token is not None else None
         if token is not None and not TOKEN_SHAPE.fullmatch(token):
             return ["telegram.token does not look like a bot token: @BotFather gives it as "
@@ -48,16 +49,20 @@ class TelegramPlatform(Platform):
                     "it was copied whole"]
         return []
 
-    def needs_listener(self, section: TelegramSettings) -> str | None:
+    def needs_listener(self, section: TelegramBotSettings) -> str | None:
         if section.active and section.mode == "webhook":
             return "telegram.mode = 'webhook'"
         return None
 
     def adapter(self, settings: Any) -> Adapter:
+        return self.bot_adapter(settings, bot_platform(self.name, DEFAULT_BOT),
+                                settings.section(self.name))
+
+    def bot_adapter(self, settings: Any, platform: str, section: Any) -> Adapter:
         # python-telegram-bot imports httpx (its default transport, kept for proxies), and
         # httpx then imports its command-line tool, with rich, click and pygments (6 MB
         # resident), wherever those happen to be installed. A daemon never runs that tool.
         sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
         from picobridge.adapters.telegram.adapter import TelegramAdapter
 
-        return TelegramAdapter(settings)
+        return TelegramAdapter(settings, platform, section)

@@ -39,7 +39,8 @@ from picobridge.contract import BridgeLink, StorageUnavailable
 
 log = logging.getLogger("picobridge.telegram")
 
-CURSOR = "telegram.offset"
+# The offset of the bot named "default"; another bot's is "<its platform name>.offset".
+CURSOR = f"{PLATFORM}.offset"
 # After a week without updates Telegram restarts update ids at a random value, possibly
 # below a saved offset, which would then confirm (drop) new updates unseen.
 CURSOR_MAX_AGE = 6 * 86400.0
@@ -62,8 +63,10 @@ Fatal = Callable[[str], None]
 class Poller:
     def __init__(self, bot: Bot, request: BaseRequest, dispatcher: Dispatcher,
                  bridge: BridgeLink, *, poll_timeout: int, stall_timeout: float,
-                 fatal: Fatal, scrub: Callable[[str], str]) -> None:
+                 fatal: Fatal, scrub: Callable[[str], str], platform: str = PLATFORM) -> None:
         self._bot = bot
+        self._platform = platform
+        self._cursor = f"{platform}.offset"
         self._request = request
         self._dispatcher = dispatcher
         self._bridge = bridge
@@ -166,7 +169,7 @@ class Poller:
             return None
         self._backoff.reset()
         self._set_connected(True)
-        self._bridge.heard_from(PLATFORM)  # a completed poll, even an empty one
+        self._bridge.heard_from(self._platform)  # a completed poll, even an empty one
         return result
 
     async def _get_updates(self, timeout: int) -> object:
@@ -249,11 +252,11 @@ class Poller:
     def _set_connected(self, up: bool) -> None:
         if up != self.connected:
             self.connected = up
-            self._bridge.connection_changed(PLATFORM, up)
+            self._bridge.connection_changed(self._platform, up)
 
     async def _load_offset(self) -> int | None:
         try:
-            raw = await self._bridge.get_cursor(CURSOR)
+            raw = await self._bridge.get_cursor(self._cursor)
         except StorageUnavailable:
             log.info("the saved Telegram offset cannot be read now; letting Telegram decide")
             return None
@@ -290,7 +293,7 @@ class Poller:
             return
         try:
             await self._bridge.set_cursor(
-                CURSOR, json.dumps({"offset": offset, "saved": int(time.time())}))
+                self._cursor, json.dumps({"offset": offset, "saved": int(time.time())}))
         except StorageUnavailable:
             log.debug("the Telegram offset is not saved now: the store cannot write")
             return

@@ -1,18 +1,20 @@
-"""The `[telegram]` section of the configuration."""
+"""The `[telegram]` section of the configuration, and its further bots (`[[telegram.bots]]`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator, model_validator
 
-from picobridge.config.sections import Section, clean_secret
+from picobridge.config.sections import BotEntry, Section, clean_secret
 
 # What python-telegram-bot's httpx transport (with the socks extra) can use.
 PROXY_SCHEMES = ("http", "https", "socks4", "socks5", "socks5h")
 
 
-class TelegramSettings(Section):
+class TelegramBotSettings(Section):
+    """One bot's keys: `[telegram]` (the bot named "default") and each `[[telegram.bots]]`."""
+
     enabled: bool | None = None
     token: SecretStr | None = None
     base_url: str = "https://api.telegram.org/bot"
@@ -47,9 +49,21 @@ class TelegramSettings(Section):
         return self.enabled if self.enabled is not None else self.token is not None
 
     @model_validator(mode="after")
-    def _token_when_enabled(self) -> TelegramSettings:
+    def _token_when_enabled(self) -> TelegramBotSettings:
         if self.enabled and self.token is None:
             raise ValueError("telegram.enabled is true but telegram.token is not set")
         if self.active and self.mode == "webhook" and not self.webhook_url:
             raise ValueError("telegram.mode = 'webhook' needs telegram.webhook_url")
         return self
+
+
+class TelegramBot(BotEntry, TelegramBotSettings):
+    """A further bot, `[[telegram.bots]]`: a name and every key of `[telegram]`."""
+
+    @classmethod
+    def default_paths(cls, name: str) -> dict[str, Any]:
+        return {"webhook_path": f"/telegram/{name}/webhook"}
+
+
+class TelegramSettings(TelegramBotSettings):
+    bots: list[TelegramBot] = Field(default_factory=list)

@@ -75,11 +75,15 @@ async def _list_sessions(store: Store, platform: str | None) -> int:
 
 
 def parse_user(settings: Settings, value: str) -> tuple[str, str]:
+    """`telegram:123`, or `telegram@work:123` for the bot named "work"."""
+    from picobridge.adapters.registry import bots
+
     name, sep, user = value.partition(":")
-    platform = settings.platforms.get(name)
+    known = bots(settings)
+    platform = known[name][0] if name in known else None
     if not sep or not user or platform is None:
         raise CliError(f"expected platform:user_id with platform one of "
-                       f"{', '.join(settings.platforms)}, got {value!r}", exit_codes.USAGE)
+                       f"{', '.join(known)}, got {value!r}", exit_codes.USAGE)
     problem = platform.user_id_problem(user)
     if problem is not None:
         raise CliError(f"{problem}, got {user!r}", exit_codes.USAGE)

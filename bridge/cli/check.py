@@ -229,15 +229,16 @@ async def run_check(invocation: Invocation) -> int:
     _routes(report, settings)
     await _agents(report, settings, invocation.argv)
 
-    from picobridge.adapters.registry import enabled_platforms
+    from picobridge.adapters.registry import bots, enabled_platforms
 
     enabled = enabled_platforms(settings)
-    for name, platform in settings.platforms.items():
+    for name, (platform, section) in bots(settings).items():
         if name not in enabled:
             report.line(name, None, "disabled")
             continue
         try:
-            report.line(name, True, await platform.adapter(settings).verify())
+            report.line(name, True,
+                        await platform.bot_adapter(settings, name, section).verify())
         except Exception as exc:  # any failure here is a finding, not a crash
             report.line(name, False, f"{exc.__class__.__name__}: {exc}")
     if not enabled:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
 
 from picobridge.contract.dialogs import DialogClosed
 from picobridge.contract.link import BridgeLink
@@ -13,7 +12,8 @@ from picobridge.contract.messages import ChatRef, Outcome, OutgoingReply, Progre
 class Adapter(ABC):
     """A chat platform. Subclasses set `platform` and implement the abstract methods."""
 
-    platform: ClassVar[str]
+    # The name the bridge knows it by: the platform, or one bot of it (contract/names.py).
+    platform: str
 
     @abstractmethod
     async def start(self, bridge: BridgeLink) -> None:

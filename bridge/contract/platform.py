@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from picobridge.contract.adapter import Adapter
+from picobridge.contract.names import DEFAULT_BOT, bot_platform
 
 if TYPE_CHECKING:
     from picobridge.config.settings import Settings
@@ -29,6 +30,25 @@ class Platform(ABC):
     user_example: ClassVar[str] = "12345"
     # The key that turns it on, for "no platform is enabled" (e.g. "<name>.token").
     enable_hint: ClassVar[str] = ""
+    # The section's list of further bots (`bots` for `[[<name>.bots]]`), each a model with a
+    # `name` and the section's keys; None for a platform of one bot.
+    bots_key: ClassVar[str | None] = None
+
+    def bots(self, section: Any) -> dict[str, Any]:
+        """Every bot the section configures, by the name the bridge knows it by
+        (`<name>`, `<name>@<bot>`: contract/names.py), with its own keys; the section itself
+        is the bot named "default"."""
+        found = {self.name: section}
+        for entry in getattr(section, self.bots_key) if self.bots_key else ():
+            found[bot_platform(self.name, entry.name)] = entry
+        return found
+
+    def bot_adapter(self, settings: Settings, platform: str, section: Any) -> Adapter:
+        """Build the adapter of one bot: `platform` the name the bridge knows it by, `section`
+        its keys. A platform of one bot has only the default one."""
+        if platform != bot_platform(self.name, DEFAULT_BOT):
+            raise NotImplementedError(f"{self.name} runs one bot")
+        return self.adapter(settings)
 
     @abstractmethod
     def active(self, section: Any) -> bool:

@@ -17,11 +17,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from picobridge.contract import split_platform
 from picobridge.core.stats import HistogramSnapshot
 
 PREFIX = "picobridge_"
 PLATFORMS = ("telegram", "slack")
 WORKER_LABELS = ["worker", "agent"]
+# A platform's series by platform and bot (`telegram@work`: platform telegram, bot work).
+PLATFORM_LABELS = ["platform", "bot"]
 # contract.Outcome values.
 OUTCOMES = ("done", "failed", "requeued")
 
@@ -69,7 +72,8 @@ class Metrics:
     def __init__(self, platforms: Iterable[str] = PLATFORMS) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._platform = {
-            kind: Counter(f"{PREFIX}{kind}_total", text, ["platform"], registry=self.registry)
+            kind: Counter(f"{PREFIX}{kind}_total", text, PLATFORM_LABELS,
+                           registry=self.registry)
             for kind, text in _PLATFORM_COUNTERS.items()
         }
         self._turns = Counter(f"{PREFIX}turns_total", "Agent turns finished, by outcome",
@@ -105,14 +109,14 @@ class Metrics:
                            ["kind"], registry=self.registry)
         self._last_event = Gauge(f"{PREFIX}platform_last_event_age_seconds",
                                  "Seconds since the platform last delivered anything (an "
-                                 "event, a completed poll, a ping's answer)", ["platform"],
+                                 "event, a completed poll, a ping's answer)", PLATFORM_LABELS,
                                  registry=self.registry)
         self._synced: dict[str, int] = {}
         # Export zeroes for known label values: a series that appears only after the first
         # event breaks rate() and absent()-style alerts.
         for platform in platforms:
             for counter in self._platform.values():
-                counter.labels(platform)
+                counter.labels(*split_platform(platform))
         for outcome in OUTCOMES:
             self._turns.labels(outcome)
 
@@ -125,7 +129,7 @@ class Metrics:
         """Bring `kind` up to per-platform running totals, e.g. IntakeStats.received."""
         counter = self._platform[kind]
         for platform, total in totals.items():
-            counter.labels(platform).inc(self._delta(f"{kind}:{platform}", total))
+            counter.labels(*split_platform(platform)).inc(self._delta(f"{kind}:{platform}", total))
 
     def sync_turn_totals(self, totals: Mapping[str, int]) -> None:
         """Bring turns_total up to running totals by outcome (RouterStats.outcomes)."""
@@ -156,7 +160,7 @@ class Metrics:
         self._in_flight.set(in_flight)
 
     def set_last_event_age(self, platform: str, seconds: float) -> None:
-        self._last_event.labels(platform).set(seconds)
+        self._last_event.labels(*split_platform(platform)).set(seconds)
 
     def set_dead_letters(self, messages: int, replies: int) -> None:
         self._dead.labels("message").set(messages)

@@ -1,15 +1,18 @@
 """Discord end to end: the gateway drops, asks for a new session, or the daemon is down or
-killed; every message is answered, none twice."""
+killed; every message is answered, none twice; the time since it last delivered is exported."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
 from tests.e2e.discord_support import assert_no_token, discord_config, online
 from tests.fakes.discord import DEFAULT_USER, FakeDiscord
-from tests.harness import AgentJournal, Daemon
+from tests.harness import AgentJournal, Daemon, free_port
 
 TAG = re.compile(r"\bt(\d+)-(\d+)\b")
 
@@ -134,3 +137,26 @@ async def test_sigkill_in_the_middle_of_the_catch_up_loses_nothing(tmp_path: Pat
     explained |= {tag for tag, n in journal.items() if n > 1}
     assert twice <= explained, sorted(twice - explained)
     assert_no_token(restarted, fake)
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return str(resp.read().decode())
+
+
+async def test_the_time_since_discord_last_delivered_is_exported(tmp_path: Path) -> None:
+    port = free_port()
+    async with FakeDiscord() as fake:
+        config = discord_config(tmp_path, fake,
+                                sections={"http": {"listen": f"127.0.0.1:{port}"}})
+        async with Daemon(config) as daemon:
+            await online(daemon, fake)
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.dm("hello")
+            await fake.wait_for_reply(dm, "echo: hello")
+            health = json.loads(await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/healthz"))
+            assert "discord" in health["platforms_last_event_seconds"], health
+            assert health["platforms_last_event_seconds"]["discord"] >= 0
+            metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
+            assert ('picobridge_platform_last_event_age_seconds{bot="default",platform="discord"}'
+                    in metrics)

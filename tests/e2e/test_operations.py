@@ -132,13 +132,14 @@ async def test_health_and_metrics_follow_the_traffic(tmp_path: Path, fake: FakeT
         assert health["platforms"] == {"telegram": "connected"}
 
         _, before = await asyncio.to_thread(get, f"{base}/metrics")
-        assert metric(before, 'picobridge_messages_in_total{platform="telegram"}') == 0
+        series = 'picobridge_messages_in_total{bot="default",platform="telegram"}'
+        assert metric(before, series) == 0
 
         fake.user_message(USER, USER, "count me")
         await reply_containing(fake, USER, "echo: count me")
         await fake.wait_for(lambda: True)
         _, after = await asyncio.to_thread(get, f"{base}/metrics")
-        assert metric(after, 'picobridge_messages_in_total{platform="telegram"}') == 1
+        assert metric(after, series) == 1
         assert metric(after, 'picobridge_turns_total{outcome="done"}') == 1
         assert metric(after, "picobridge_turn_latency_seconds_count") == 1
         assert metric(after, "picobridge_agent_up") == 1

@@ -55,7 +55,8 @@ async def test_a_silent_socket_is_replaced_and_shows_as_degraded(tmp_path: Path)
             assert status == 200 and health["status"] == "degraded", body
             assert any("slack connected but silent" in w for w in health["warnings"]), body
             _, metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
-            assert 'picobridge_platform_last_event_age_seconds{platform="slack"}' in metrics
+            assert ('picobridge_platform_last_event_age_seconds{bot="default",platform="slack"}'
+                    in metrics)
 
             fake.silent = False  # Slack speaks again: the next connection gets its hello
             await fake.wait_for(lambda: fake.socket_connects >= 2, "a speaking connection",

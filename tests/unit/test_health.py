@@ -236,7 +236,8 @@ async def test_metrics_exposition_with_fresh_gauges(client: Client) -> None:
         for family in text_string_to_metric_families(await response.text())
         for s in family.samples
     }
-    assert values[("picobridge_messages_in_total", (("platform", "telegram"),))] == 1
+    assert values[("picobridge_messages_in_total",
+                   (("bot", "default"), ("platform", "telegram")))] == 1
     assert values[("picobridge_queue_depth", ())] == 3
     assert values[("picobridge_in_flight", ())] == 1
     assert values[("picobridge_outbox_pending", ())] == 2

@@ -20,6 +20,8 @@ def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], f
 
 
 def value(metrics: Metrics, name: str, **labels: str) -> float:
+    if "platform" in labels:
+        labels.setdefault("bot", "default")
     return samples(metrics)[(name, tuple(sorted(labels.items())))]
 
 
@@ -48,9 +50,18 @@ def test_every_promised_series_is_exported_with_the_prefix() -> None:
 
 def test_known_labels_start_at_zero() -> None:
     metrics = Metrics(platforms=["telegram"])
-    assert value(metrics, "picobridge_messages_in_total", platform="telegram") == 0
+    assert value(metrics, "picobridge_messages_in_total", platform="telegram", bot="default") == 0
     assert value(metrics, "picobridge_turns_total", outcome="requeued") == 0
-    assert ("picobridge_messages_in_total", (("platform", "slack"),)) not in samples(metrics)
+    assert ("picobridge_messages_in_total", (("bot", "default"), ("platform", "slack"))
+            ) not in samples(metrics)
+
+
+def test_a_further_bot_is_its_platform_with_a_bot_label() -> None:
+    metrics = Metrics(platforms=["telegram", "telegram@work"])
+    metrics.sync_platform_totals("messages_in", {"telegram@work": 2, "telegram": 1})
+    assert value(metrics, "picobridge_messages_in_total", platform="telegram", bot="work") == 2
+    assert value(metrics, "picobridge_messages_in_total", platform="telegram",
+                 bot="default") == 1
 
 
 def test_totals_count_per_label() -> None:
@@ -129,5 +140,6 @@ def test_each_instance_has_its_own_registry() -> None:
     first.sync_platform_totals("messages_in", {"telegram": 1})
     assert value(second, "picobridge_messages_in_total", platform="telegram") == 0
     assert (
-        REGISTRY.get_sample_value("picobridge_messages_in_total", {"platform": "telegram"}) is None
+        REGISTRY.get_sample_value("picobridge_messages_in_total",
+                                  {"platform": "telegram", "bot": "default"}) is None
     )
