@@ -4,11 +4,11 @@ the answer or a clear error, nothing is lost, and the worker never dies silently
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config
+from tests.storage_faults import write_lock
 
 WITHOUT_TEXT = "⚠️ The agent could not answer this: the agent sent an answer without text"
 
@@ -82,9 +82,9 @@ async def test_an_agent_that_exits_while_the_database_is_locked_is_restarted(
         await journal(tmp_path).wait_until(
             lambda j: any(m["content"].startswith("#crash-after") for m in j.messages()),
             what="the message reaching the agent")
-        holder = sqlite3.connect(db, timeout=0, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-        try:
+        # Another process holds the write lock. It waits its turn (write_lock's own busy
+        # timeout): the daemon may be committing at this moment, most of all under load.
+        async with write_lock(db):
             await journal(tmp_path).wait_until(
                 lambda j: any(e.get("event") == "exit" for e in j.entries()),
                 what="the agent's crash")
@@ -92,9 +92,6 @@ async def test_an_agent_that_exits_while_the_database_is_locked_is_restarted(
             await chat.wait_for_log(r"agent down \(agent exited with code 3\)", timeout=30)
             await chat.wait_for_log(r"agent ready pid=\d+", timeout=30)
             await asyncio.sleep(6)
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
         await chat.wait_until(lambda: "echo: #crash-after=1 locked out" in chat.stdout_lines,
                               timeout=60, what="the answer after the lock")
         chat.close_stdin()

@@ -212,6 +212,7 @@ class DiscordGateway(DiscordRest):
             "private_channels": [], "relationships": []})
         for guild in self.guilds.values():
             self.dispatch("GUILD_CREATE", self.guild_payload(guild))
+        self.notify()  # wakes wait_ready(): without it a waiter slept out its whole timeout
 
     async def _resume(self, link: _Link, data: JSON) -> None:
         if data.get("token") != self.token:
