@@ -41,7 +41,7 @@ need_pi() {
     pi_installed "$dir" || { prereq_say "npm ci did not install the pinned pi in $dir"; return 1; }
 }
 
-# The Matrix tests run a real Synapse, in a venv of its own ($PICOBRIDGE_TEST_SYNAPSE_VENV,
+# The Matrix tests run a real Synapse, in a venv of its own ($SYNAPSE_TEST_VENV,
 # else .synapse-venv here: tests/synapse/install.py, whose lock the tests wait on too).
 need_synapse() {
     python3 -m tests.synapse.install

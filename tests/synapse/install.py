@@ -6,7 +6,7 @@ dependency the product forgot to declare. CI starts this install in the backgrou
 the product installs (`python -m tests.synapse.install`); a test that needs Synapse waits on
 the same lock, so it finds the install done or finishes it itself.
 
-The venv's place: $PICOBRIDGE_TEST_SYNAPSE_VENV, else .synapse-venv in the repository.
+The venv's place: $SYNAPSE_TEST_VENV, else .synapse-venv in the repository.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ MARKER = ".picobridge-synapse-installed"
 
 
 def venv_dir() -> Path:
-    configured = os.environ.get("PICOBRIDGE_TEST_SYNAPSE_VENV")
+    configured = os.environ.get("SYNAPSE_TEST_VENV")
     return Path(configured) if configured else REPO / ".synapse-venv"
 
 
