@@ -33,6 +33,7 @@ from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.matrix.client import LimitExceeded
 from picobridge.adapters.matrix.intake import RoomIntake
+from picobridge.adapters.matrix.normalise import PLATFORM
 from picobridge.adapters.matrix.parse import JoinedRoom, Malformed, parse_sync
 from picobridge.adapters.matrix.rooms import Rooms
 from picobridge.contract import BridgeLink, StorageUnavailable
@@ -120,6 +121,7 @@ class SyncLoop:
             return None
         self._backoff.reset()
         self._up(True)
+        self._bridge.heard_from(PLATFORM)  # a completed sync, even an empty one
         return data
 
     def _take(self, data: Any, since: str | None) -> None:

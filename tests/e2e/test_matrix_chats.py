@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
 import re
 import sys
+import urllib.request
 from pathlib import Path
 
 from tests.e2e.matrix_support import (
@@ -14,7 +17,7 @@ from tests.e2e.matrix_support import (
     person,
     synced,
 )
-from tests.harness import Daemon, run_cli
+from tests.harness import Daemon, http_port, run_cli
 from tests.synapse.person import Person
 from tests.synapse.server import Synapse
 
@@ -22,9 +25,11 @@ from tests.synapse.server import Synapse
 async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> None:
     bot = synapse.register()
     alice = synapse.register()
-    config = matrix_config(tmp_path, synapse, bot, [alice.user_id])
+    config = matrix_config(tmp_path, synapse, bot, [alice.user_id],
+                           sections={"http": {"listen": "127.0.0.1:0"}})
     async with Daemon(config) as daemon, person(synapse, alice) as me:
         await synced(daemon)
+        port = await http_port(daemon)
         room = await me.create_room([bot.user_id], direct=True)
         await me.wait_joined(room, bot.user_id)
         asked = await me.say(room, "hello there #slow=1")
@@ -37,7 +42,15 @@ async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> Non
             (e for e in me.from_bot(room, bot.user_id) if e["type"] == "m.reaction"), None),
             what="the done reaction")
         assert reaction["content"]["m.relates_to"]["event_id"] == asked
+        # Every completed sync counts as hearing from the homeserver (inbound liveness).
+        health = json.loads(await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/healthz"))
+        assert health["platforms_last_event_seconds"]["matrix"] >= 0, health
     assert_no_secrets(daemon, bot, alice)
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return str(resp.read().decode())
 
 
 async def room_with(synapse: Synapse, owner: Person, bot: str, *others: Person) -> str:
