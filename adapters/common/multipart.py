@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from picobridge.adapters.common.partlog import PartLog, plan_digest
+from picobridge.contract import DeliveryError
 
 
 class MultipartSend:
@@ -66,3 +67,18 @@ class MultipartSend:
         """The reply is fully sent or refused for good: its record is no longer needed."""
         if self._log is not None and self._outbox_id is not None:
             await self._log.clear(self._outbox_id)
+
+    async def run(self, parts: Sequence[tuple[str, Callable[[], Awaitable[object]]]],
+                  to_error: Callable[[Exception], DeliveryError]) -> None:
+        """Send `parts` (fingerprint, send) in order, each once, then finish. A failure is
+        raised as the platform's DeliveryError; a permanent one finishes too (the outbox
+        gives up on it: nothing is left to resume)."""
+        try:
+            for index, (_, send) in enumerate(parts):
+                await self.part(str(index), send)
+        except Exception as exc:
+            error = to_error(exc)
+            if error.permanent:
+                await self.finish()
+            raise error from exc
+        await self.finish()

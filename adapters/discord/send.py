@@ -89,15 +89,8 @@ class DiscordSender:
         channel = self._client.get_partial_messageable(target_channel(chat))
         parts = self._parts_of(channel, reply, chosen, stream)
         sending = await MultipartSend.begin(self._parts, reply.outbox_id, [p[0] for p in parts])
-        try:
-            for index, (_, send) in enumerate(parts):
-                await sending.part(str(index), send)
-        except Exception as exc:
-            error = delivery_error(exc, self._on_auth_failure)
-            if error.permanent:
-                await sending.finish()  # the outbox gives up on it: nothing left to resume
-            raise error from exc
-        await sending.finish()
+        await sending.run(parts, functools.partial(delivery_error,
+                                                   on_auth_failure=self._on_auth_failure))
 
     def _parts_of(self, channel: discord.PartialMessageable, reply: OutgoingReply,
                   chosen: Plan, stream: discord.PartialMessage | None) -> list[Part]:

@@ -13,6 +13,7 @@ got through, by outbox id, in the store's cursors (so it holds across a restart)
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -160,15 +161,8 @@ class SlackSender:
             parts.append((files_fingerprint(reply.files),
                           lambda: upload_files(self._client, chat, reply.files, comment)))
         sending = await MultipartSend.begin(self._parts, reply.outbox_id, [p[0] for p in parts])
-        try:
-            for index, (_, send) in enumerate(parts):
-                await sending.part(str(index), send)
-        except Exception as exc:
-            error = delivery_error(exc, self._on_auth_failure)
-            if error.permanent:
-                await sending.finish()  # the outbox gives up on it: nothing left to resume
-            raise error from exc
-        await sending.finish()
+        await sending.run(parts, functools.partial(delivery_error,
+                                                   on_auth_failure=self._on_auth_failure))
 
     def _text_parts(self, chat: ChatRef, reply: OutgoingReply, chunks: list[str],
                     stream: StreamTarget | None) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
