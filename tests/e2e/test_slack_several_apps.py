@@ -1,9 +1,9 @@
 """Two Slack apps in one daemon (`[slack]`, the app "default", and a `[[slack.apps]]` named
 "acme"), each on its own fake Slack (Web API and Socket Mode), with the same user, DM channel
 and message ts on both, routed to different agents: each message is answered by its own app
-and each app keeps its own chats, dedupe keys, allow list and sessions; a SIGKILL mid-backlog
-loses nothing on either, and in HTTP mode each app's events path takes its own signing secret
-only."""
+and agent, and each app keeps its own chats, dedupe keys, allow list and sessions; a SIGKILL
+mid-backlog loses nothing on either, and in HTTP mode each app's events path takes its own
+signing secret only."""
 
 from __future__ import annotations
 
