@@ -137,7 +137,8 @@ def test_sync_from_running_totals_counts_only_the_difference() -> None:
 
 
 def test_each_instance_has_its_own_registry() -> None:
-    first, second = Metrics(PLATFORMS), Metrics(PLATFORMS)  # would raise "Duplicated timeseries" if shared
+    # Shared, the second would raise "Duplicated timeseries".
+    first, second = Metrics(PLATFORMS), Metrics(PLATFORMS)
     first.sync_platform_totals("messages_in", {"telegram": 1})
     assert value(second, "picobridge_messages_in_total", platform="telegram") == 0
     assert (
