@@ -12,7 +12,7 @@ import signal
 import socket
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from picobridge import exit_codes
 from picobridge.adapters.registry import allow_lists
@@ -22,6 +22,7 @@ from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
 from picobridge.cli.errors import CliError
+from picobridge.cli.signals import Signals
 from picobridge.config.settings import Settings
 from picobridge.contract import DEFAULT_AGENT, Adapter
 from picobridge.core.access import AccessPolicy
@@ -45,14 +46,14 @@ from picobridge.core.voice import VoiceInbox, VoiceOut
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
-from picobridge.ops.http_server import HttpServer
-from picobridge.ops.listener_guard import ListenerLimits
-from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
 from picobridge.private import private_dir
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
+
+if TYPE_CHECKING:
+    from picobridge.ops.http_server import HttpServer
 
 log = logging.getLogger("picobridge.daemon")
 
@@ -182,9 +183,7 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     turn_timeouts={name: a.turn_timeout for name, a in agents.items()},
                     answers=answers, choices=choices)
     voice_in = VoiceInbox(transcriber(voice), store, router.arrive_soon, voice.timeout)
-    http = HttpServer(settings.http.listen, ListenerLimits(
-        settings.http.max_connections, settings.http.header_timeout,
-        settings.http.body_timeout)) if settings.http.listen else None
+    http = _http_server(settings)
     limits = settings.limits
     quotas = Quotas(store, limits.messages_per_hour, limits.messages_per_day,
                     limits.exempt_users)
@@ -199,6 +198,18 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
                   Retries(store, router, outbox), voice_in)
+
+
+def _http_server(settings: Settings) -> HttpServer | None:
+    """The listener of http.listen; without one, aiohttp's server is never loaded."""
+    http = settings.http
+    if not http.listen:
+        return None
+    from picobridge.ops.http_server import HttpServer
+    from picobridge.ops.listener_guard import ListenerLimits
+
+    return HttpServer(http.listen, ListenerLimits(http.max_connections, http.header_timeout,
+                                                  http.body_timeout))
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -292,48 +303,6 @@ async def stop(daemon: Daemon) -> None:
     await daemon.tasks.stop()
 
 
-class Signals:
-    """SIGTERM/SIGINT stop the daemon in order; a second one while stopping is acknowledged
-    and the orderly stop goes on; a third forces the exit. SIGHUP is ignored (nothing is
-    reloaded: restart to apply a changed config), with a log line."""
-
-    FORCE_AFTER = 3
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.stop_requested = asyncio.Event()
-        self.first: signal.Signals | None = None  # the signal that asked for the stop
-        self._count = 0
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._loop.add_signal_handler(sig, self._stop, sig)
-        self._loop.add_signal_handler(signal.SIGHUP, self._hangup)
-
-    def remove(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            self._loop.remove_signal_handler(sig)
-
-    def _stop(self, sig: signal.Signals) -> None:
-        self._count += 1
-        if self._count == 1:
-            log.info("%s received: stopping", sig.name)
-            self.first = sig
-            self.stop_requested.set()
-        elif self._count < self.FORCE_AFTER:
-            log.warning("%s received again: already stopping in order (replies in flight are "
-                        "finished or kept); one more forces the exit", sig.name)
-        else:
-            log.critical("%s received a third time: exiting now; everything not yet answered "
-                         "is kept and answered after the next start", sig.name)
-            logging.shutdown()
-            os._exit(exit_codes.FAILURE)
-
-    def _hangup(self) -> None:
-        log.warning("SIGHUP ignored: picobridge reloads nothing; restart it to apply a changed "
-                    "configuration")
-
-
 async def run(
     settings: Settings,
     store: Store,
@@ -344,9 +313,12 @@ async def run(
     """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
     raise_fd_limit()
     daemon = await assemble(settings, store, adapters)
-    ops = Operations(sources(daemon), Notifier(os.environ), Metrics(daemon.adapters))
+    views = sources(daemon)
+    ops = Operations(views, Notifier(os.environ))
     if daemon.http is not None:
-        ops.add_routes(daemon.http.app)
+        from picobridge.ops.endpoints import add_routes  # with aiohttp's server, metrics
+
+        add_routes(daemon.http.app, views, daemon.adapters)
     signals = Signals(asyncio.get_running_loop())
     signals.install()
     code = exit_codes.OK
