@@ -1,4 +1,4 @@
-"""How the daemon takes the signals a service manager or a terminal sends it."""
+"""How the daemon takes signals: SIGTERM and SIGINT stop it in order, SIGHUP is ignored."""
 
 from __future__ import annotations
 

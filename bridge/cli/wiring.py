@@ -34,6 +34,7 @@ from picobridge.core.dialogs import Dialogs
 from picobridge.core.history import History
 from picobridge.core.intake import Intake
 from picobridge.core.modes import BusyModes
+from picobridge.core.orphans import Orphans
 from picobridge.core.outbox import Outbox
 from picobridge.core.quotas import Quotas
 from picobridge.core.retries import Retries
@@ -79,6 +80,7 @@ class Daemon:
     revocations: Revocations | None = None
     retries: Retries | None = None
     voice: VoiceInbox | None = None
+    orphans: Orphans | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -195,9 +197,10 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     tell_after={name: a.restart_budget for name, a in agents.items()},
                     tasks=tasks, dialogs=dialogs, routing=routing, quotas=quotas,
                     switch=switch, voice=voice_in)
+    orphans = Orphans(store, routing, pool.names, outbox)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
-                  Retries(store, router, outbox), voice_in)
+                  Retries(store, router, outbox, orphans=orphans), voice_in, orphans)
 
 
 def _http_server(settings: Settings) -> HttpServer | None:
@@ -252,6 +255,8 @@ async def start(daemon: Daemon) -> None:
         # Outbox first: what the last run left undelivered goes out before anything the
         # router stores while it loads (a give-up notice), and is not read back a second time.
         await daemon.outbox.start()
+        if daemon.orphans is not None:
+            await daemon.orphans.adopt_waiting()
         await daemon.router.start()
         daemon.pool.start(daemon.router)
         daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
