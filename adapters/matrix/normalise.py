@@ -75,7 +75,16 @@ class Edit:
 
 @dataclass(frozen=True, slots=True)
 class Encrypted:
-    """An encrypted event: the bot cannot read it (no E2EE support)."""
+    """An encrypted event the bot cannot read (matrix.e2ee off)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An encrypted event that could not be decrypted (matrix.e2ee); `session` names the
+    group session it needed (one missing session usually covers several messages)."""
+
+    reason: str
+    session: str | None
 
 
 @dataclass(frozen=True, slots=True)
