@@ -101,8 +101,11 @@ class Encryption:
         store = PgCryptoStore(str(client.mxid), _pickle_key(folder / PICKLE_KEY), db)
         state = PgCryptoStateStore(state_db)
         client.state_store = state
-        machine = OlmMachine(client, store, state,
-                             log=cast(TraceLogger, logging.getLogger("mau.picobridge.crypto")))
+        crypto_log = logging.getLogger("mau.picobridge.crypto")
+        # Without cross-signing (not built) every device draws an "isn't cross-signed"
+        # warning; failures that matter reach us as exceptions and are logged here.
+        crypto_log.setLevel(logging.ERROR)
+        machine = OlmMachine(client, store, state, log=cast(TraceLogger, crypto_log))
         return cls(client, machine, store, state, db)
 
     async def start(self) -> None:
