@@ -26,6 +26,7 @@ class SlackPlatform(Platform):
     enable_hint: ClassVar[str] = "slack.bot_token"
     bots_key: ClassVar[str | None] = "apps"
     user_example: ClassVar[str] = "U0123ABCD"
+    library_loggers: ClassVar[tuple[str, ...]] = ("slack_bolt", "slack_sdk")
 
     def active(self, section: SlackAppSettings) -> bool:
         return section.active

@@ -93,7 +93,10 @@ def _unexpected(exc: Exception, invocation: Invocation) -> int:
                  or invocation.args.command == "run")
     if debugging:
         if not logging.getLogger().handlers:
-            setup_logging("DEBUG", secrets)
+            from picobridge.adapters.registry import platforms
+
+            setup_logging("DEBUG", secrets,
+                          [name for p in platforms().values() for name in p.library_loggers])
         log.critical("unexpected error", exc_info=exc)
     where = "above" if debugging else "in the log with PICOBRIDGE_LOG__LEVEL=DEBUG"
     print(f"picobridge: unexpected error: {exc.__class__.__name__}: "

@@ -22,6 +22,7 @@ from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
 from picobridge.cli.errors import CliError
+from picobridge.cli.signals import Signals
 from picobridge.config.settings import Settings
 from picobridge.contract import DEFAULT_AGENT, Adapter
 from picobridge.core.access import AccessPolicy
@@ -33,6 +34,7 @@ from picobridge.core.dialogs import Dialogs
 from picobridge.core.history import History
 from picobridge.core.intake import Intake
 from picobridge.core.modes import BusyModes
+from picobridge.core.orphans import Orphans
 from picobridge.core.outbox import Outbox
 from picobridge.core.quotas import Quotas
 from picobridge.core.retries import Retries
@@ -78,6 +80,7 @@ class Daemon:
     revocations: Revocations | None = None
     retries: Retries | None = None
     voice: VoiceInbox | None = None
+    orphans: Orphans | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -196,9 +199,10 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     tell_after={name: a.restart_budget for name, a in agents.items()},
                     tasks=tasks, dialogs=dialogs, routing=routing, quotas=quotas,
                     switch=switch, voice=voice_in)
+    orphans = Orphans(store, routing, pool.names, outbox)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
-                  Retries(store, router, outbox), voice_in)
+                  Retries(store, router, outbox, orphans=orphans), voice_in, orphans)
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -241,6 +245,8 @@ async def start(daemon: Daemon) -> None:
         # Outbox first: what the last run left undelivered goes out before anything the
         # router stores while it loads (a give-up notice), and is not read back a second time.
         await daemon.outbox.start()
+        if daemon.orphans is not None:
+            await daemon.orphans.adopt_waiting()
         await daemon.router.start()
         daemon.pool.start(daemon.router)
         daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
@@ -290,48 +296,6 @@ async def stop(daemon: Daemon) -> None:
     if daemon.http is not None:
         await daemon.http.stop()
     await daemon.tasks.stop()
-
-
-class Signals:
-    """SIGTERM/SIGINT stop the daemon in order; a second one while stopping is acknowledged
-    and the orderly stop goes on; a third forces the exit. SIGHUP is ignored (nothing is
-    reloaded: restart to apply a changed config), with a log line."""
-
-    FORCE_AFTER = 3
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.stop_requested = asyncio.Event()
-        self.first: signal.Signals | None = None  # the signal that asked for the stop
-        self._count = 0
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._loop.add_signal_handler(sig, self._stop, sig)
-        self._loop.add_signal_handler(signal.SIGHUP, self._hangup)
-
-    def remove(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            self._loop.remove_signal_handler(sig)
-
-    def _stop(self, sig: signal.Signals) -> None:
-        self._count += 1
-        if self._count == 1:
-            log.info("%s received: stopping", sig.name)
-            self.first = sig
-            self.stop_requested.set()
-        elif self._count < self.FORCE_AFTER:
-            log.warning("%s received again: already stopping in order (replies in flight are "
-                        "finished or kept); one more forces the exit", sig.name)
-        else:
-            log.critical("%s received a third time: exiting now; everything not yet answered "
-                         "is kept and answered after the next start", sig.name)
-            logging.shutdown()
-            os._exit(exit_codes.FAILURE)
-
-    def _hangup(self) -> None:
-        log.warning("SIGHUP ignored: picobridge reloads nothing; restart it to apply a changed "
-                    "configuration")
 
 
 async def run(

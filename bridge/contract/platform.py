@@ -33,6 +33,9 @@ class Platform(ABC):
     # The section's list of further bots (`bots` for `[[<name>.bots]]`), each a model with a
     # `name` and the section's keys; None for a platform of one bot.
     bots_key: ClassVar[str | None] = None
+    # The loggers of its libraries, held at WARNING whatever log.level says: at INFO and
+    # DEBUG they log request URLs (tokens in them) and whole payloads (users' messages).
+    library_loggers: ClassVar[tuple[str, ...]] = ()
 
     def bots(self, section: Any) -> dict[str, Any]:
         """Every bot the section configures, by the name the bridge knows it by

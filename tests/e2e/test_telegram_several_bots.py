@@ -6,6 +6,7 @@ middle of a backlog on both loses nothing on either."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections import Counter
@@ -208,3 +209,27 @@ async def test_a_bot_on_a_webhook_of_its_own_beside_a_polling_one(tmp_path: Path
         assert_no_token(daemon, WORK_TOKEN)
     assert not any("[coder]" in text for text in texts(home))
     assert not any("[family]" in text for text in texts(work))
+
+
+async def test_the_environment_beats_credential_files_which_beat_the_file(
+        tmp_path: Path) -> None:
+    # The same order for the default bot and a further one; a wrong token where it must lose.
+    wrong_home, wrong_work = "111111:WrongHomeToken_aa", "222222:WrongWorkToken_bb"
+    async with two_fakes() as (home, work):
+        config = two_bots_config(tmp_path, home, work, home_users=[USER], work_users=[USER],
+                                 work_keys={"token": wrong_work})
+        creds = tmp_path / "creds"
+        creds.mkdir()
+        (creds / "telegram_token").write_text(home.token)  # beats the file's
+        (creds / "telegram_token_work").write_text(wrong_work)  # loses to the environment's
+        listed = [{"name": "work", **bot_keys(work, [USER])}]
+        env = {"CREDENTIALS_DIRECTORY": str(creds), "PICOBRIDGE_TELEGRAM__BOTS": json.dumps(listed)}
+        text = config.read_text().replace(f'token = "{home.token}"', f'token = "{wrong_home}"', 1)
+        config.write_text(text)
+        code, out, err = await run_cli("check", "--config", str(config), env=env)
+        assert code == 0, out + err
+        assert "@picobridge_test_bot" in out and "@picobridge_work_bot" in out
+        for token in (home.token, work.token, wrong_home, wrong_work):
+            assert token not in out + err
+        assert {call.token for call in home.calls_to("getMe")} == {home.token}
+        assert {call.token for call in work.calls_to("getMe")} == {work.token}
