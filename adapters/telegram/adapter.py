@@ -37,7 +37,6 @@ from picobridge.adapters.telegram.poll import Poller
 from picobridge.adapters.telegram.progress import ProgressDisplay
 from picobridge.adapters.telegram.send import Sender
 from picobridge.adapters.telegram.storage import StorageWait
-from picobridge.adapters.telegram.webhook import WebhookReceiver
 from picobridge.contract import (
     Adapter,
     BridgeLink,
@@ -164,6 +163,9 @@ class TelegramAdapter(Adapter):
             if app is None:
                 bridge.fatal(self.platform, "telegram.mode = 'webhook' needs http.listen")
                 return
+            # Only a webhook bot loads aiohttp's server (with http.listen the daemon has).
+            from picobridge.adapters.telegram.webhook import WebhookReceiver
+
             receiver = WebhookReceiver(self._dispatcher, self._webhook_secret(),
                                        lambda: bot if self._ready.is_set() else None,
                                        lambda: bridge.heard_from(self.platform))

@@ -12,7 +12,7 @@ import signal
 import socket
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from picobridge import exit_codes
 from picobridge.adapters.registry import allow_lists
@@ -47,14 +47,14 @@ from picobridge.core.voice import VoiceInbox, VoiceOut
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
-from picobridge.ops.http_server import HttpServer
-from picobridge.ops.listener_guard import ListenerLimits
-from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
 from picobridge.private import private_dir
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
+
+if TYPE_CHECKING:
+    from picobridge.ops.http_server import HttpServer
 
 log = logging.getLogger("picobridge.daemon")
 
@@ -185,9 +185,7 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     turn_timeouts={name: a.turn_timeout for name, a in agents.items()},
                     answers=answers, choices=choices)
     voice_in = VoiceInbox(transcriber(voice), store, router.arrive_soon, voice.timeout)
-    http = HttpServer(settings.http.listen, ListenerLimits(
-        settings.http.max_connections, settings.http.header_timeout,
-        settings.http.body_timeout)) if settings.http.listen else None
+    http = _http_server(settings)
     limits = settings.limits
     quotas = Quotas(store, limits.messages_per_hour, limits.messages_per_day,
                     limits.exempt_users)
@@ -203,6 +201,18 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
                   Retries(store, router, outbox, orphans=orphans), voice_in, orphans)
+
+
+def _http_server(settings: Settings) -> HttpServer | None:
+    """The listener of http.listen; without one, aiohttp's server is never loaded."""
+    http = settings.http
+    if not http.listen:
+        return None
+    from picobridge.ops.http_server import HttpServer
+    from picobridge.ops.listener_guard import ListenerLimits
+
+    return HttpServer(http.listen, ListenerLimits(http.max_connections, http.header_timeout,
+                                                  http.body_timeout))
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -308,9 +318,12 @@ async def run(
     """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
     raise_fd_limit()
     daemon = await assemble(settings, store, adapters)
-    ops = Operations(sources(daemon), Notifier(os.environ), Metrics(daemon.adapters))
+    views = sources(daemon)
+    ops = Operations(views, Notifier(os.environ))
     if daemon.http is not None:
-        ops.add_routes(daemon.http.app)
+        from picobridge.ops.endpoints import add_routes  # with aiohttp's server, metrics
+
+        add_routes(daemon.http.app, views, daemon.adapters)
     signals = Signals(asyncio.get_running_loop())
     signals.install()
     code = exit_codes.OK

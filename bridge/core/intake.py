@@ -10,8 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from picobridge.agent.port import PoolStatus
 from picobridge.contract import (
@@ -40,6 +39,9 @@ from picobridge.core.switching import AgentSwitch
 from picobridge.core.voice import VoiceInbox
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor, keep
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger("picobridge.intake")
 
