@@ -107,11 +107,18 @@ class Dispatcher:
         """
         turns: list[Turn] = []
         skipped = []
-        while (lane := self._lanes.next_waiting()) is not None:
-            worker = self._agents.place(lane.queue[0].session_id, self._busy,
-                                        lane.queue[0].agent)
+        full: set[str] = set()  # agents none of whose workers has room now
+        # Every arrival and every turn's end wakes the loop: while no worker has room, the
+        # waiting lanes are not asked for one by one (each would be told to wait).
+        while self._agents.has_room(self._busy) \
+                and (lane := self._lanes.next_waiting()) is not None:
+            first = lane.queue[0]
+            worker = None if first.agent in full \
+                else self._agents.place(first.session_id, self._busy, first.agent)
             if worker is None:
                 skipped.append(lane)
+                if not self._agents.has_room(self._busy, first.agent):
+                    full.add(first.agent)
                 continue
             batch = [with_attempt(m) for m in self._lanes.take_batch(lane)]
             now = self._clock()
