@@ -47,6 +47,8 @@ class MatrixFiles:
 
         data = await with_retries(attempt, ref.name, "Matrix", log,
                                   transient=(TransientDownloadError, TimeoutError))
+        if ref.key is not None:
+            data = await asyncio.to_thread(decrypted, ref, data)
         return await asyncio.to_thread(self._policy.accept, PLATFORM, ref.name, data, ref.mime)
 
     async def _download(self, ref: FileRef) -> bytes:
@@ -81,6 +83,20 @@ class MatrixFiles:
 
     async def _read_capped(self, resp: aiohttp.ClientResponse, name: str) -> bytes:
         return bytes(await self._policy.read_capped(name, resp.content.iter_chunked(CHUNK)))
+
+
+def decrypted(ref: FileRef, data: bytes) -> bytes:
+    """An encrypted file's bytes (matrix.e2ee), checked against the hash its event names."""
+    from mautrix.crypto.attachments import decrypt_attachment
+    from mautrix.errors import DecryptionError
+
+    assert ref.key is not None
+    try:
+        return decrypt_attachment(data, ref.key["key"]["k"], ref.key["hashes"]["sha256"],
+                                  ref.key["iv"])
+    except (DecryptionError, KeyError, TypeError, ValueError):
+        raise AttachmentRefused(f"I could not decrypt {ref.name!r}: the file does not match "
+                                "the key it came with.") from None
 
 
 async def _unrecognised(resp: aiohttp.ClientResponse) -> bool:

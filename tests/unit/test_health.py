@@ -14,11 +14,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
 from picobridge.adapters.registry import PLATFORMS
+from picobridge.ops.endpoints import add_health_routes
 from picobridge.ops.health import (
     DEFAULT_AGENT_GRACE,
     HealthSnapshot,
     WorkerHealth,
-    add_health_routes,
     agent_grace_seconds,
 )
 from picobridge.ops.metrics import Metrics
