@@ -5,7 +5,9 @@ on through normalise like any other. Its key may not be here yet: a room key tra
 to-device message, which can arrive a sync after the message itself. Such an event waits for
 its key (at most `matrix.e2ee_key_wait` seconds, its room's later events behind it), asking
 the sending device for it halfway; an event that still cannot be read is reported, so its
-sender hears of it instead of it being lost without a word.
+sender hears of it instead of it being lost without a word. Later events of a session whose
+key was waited for in vain are tried at once, without waiting again: one lost key must not
+hold a room for `e2ee_key_wait` seconds per message.
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ from picobridge.adapters.matrix.normalise import Unreadable
 
 log = logging.getLogger("picobridge.matrix")
 
+# Sessions whose key did not come in time, remembered so their later events do not wait.
+GIVEN_UP = 1024
+
 
 class Decryptor:
     def __init__(self, machine: OlmMachine, key_wait: float) -> None:
         self._machine = machine
         self._key_wait = key_wait
+        self._given_up: dict[str, None] = {}
 
     async def open(self, room_id: str, raw: dict[str, Any]) -> dict[str, Any] | Unreadable:
         """The decrypted event in the /sync shape, or why it cannot be read."""
@@ -48,6 +54,8 @@ class Decryptor:
         try:
             return await self._decrypt(event)
         except SessionNotFound:
+            if session in self._given_up:
+                return Unreadable("SessionNotFound", session)
             log.info("waiting for the key of %s (session %s)", event.event_id, session)
         except DecryptionError as exc:
             return Unreadable(exc.__class__.__name__, session)
@@ -56,6 +64,11 @@ class Decryptor:
             await self._ask(event, content)
         try:
             return await self._decrypt(event)
+        except SessionNotFound:
+            self._given_up[session] = None
+            if len(self._given_up) > GIVEN_UP:
+                del self._given_up[next(iter(self._given_up))]
+            return Unreadable("SessionNotFound", session)
         except DecryptionError as exc:
             return Unreadable(exc.__class__.__name__, session)
 

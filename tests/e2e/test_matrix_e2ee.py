@@ -65,8 +65,14 @@ async def test_an_encrypted_chat_is_answered_encrypted_with_the_same_device_afte
             assert list(devices) == [bot.device_id]
         first_logs = daemon.log_lines + daemon.stdout_lines
 
+        # Written while the bot is away, in a new group session: its key waits on the
+        # homeserver as a to-device message for the restarted bot.
+        await me.new_group_session(room)
+        await me.say(room, "while you were away")
         async with Daemon(config) as daemon:
             await synced(daemon)
+            await me.wait_for(room, bot.user_id, answered("echo: while you were away"),
+                              what="the answer to what came while it was down")
             await me.say(room, "still there?")
             again = await me.wait_for(room, bot.user_id, answered("echo: still there?"),
                                       what="the answer after the restart")
@@ -81,6 +87,35 @@ async def test_an_encrypted_chat_is_answered_encrypted_with_the_same_device_afte
     for line in first_logs + daemon.log_lines + daemon.stdout_lines:
         assert key not in line and bot.access_token not in line, line[:200]
         assert "hello" not in line, f"a message's text reached the log: {line[:200]!r}"
+
+
+async def test_a_new_access_token_gets_a_device_with_new_keys(tmp_path: Path,
+                                                              synapse: Synapse) -> None:
+    bot = synapse.register()
+    async with crypto_person(tmp_path, synapse) as me:
+        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
+                               e2ee=True)
+        async with Daemon(config) as daemon:
+            await synced(daemon)
+            room = await me.create_encrypted_dm(bot.user_id)
+            await me.say(room, "one")
+            await me.wait_for(room, bot.user_id, answered("echo: one"), what="the answer")
+        login = synapse.request("POST", "/_matrix/client/v3/login", {
+            "type": "m.login.password", "password": bot.password,
+            "identifier": {"type": "m.id.user", "user": bot.user_id}})
+        assert login["device_id"] != bot.device_id
+        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
+                               e2ee=True, access_token=login["access_token"])
+        async with Daemon(config) as daemon:
+            await synced(daemon)
+            await daemon.wait_for_log(r"the Matrix device changed")
+            await me.say(room, "two")
+            answer = await me.wait_for(room, bot.user_id, answered("echo: two"),
+                                       what="the answer from the new device")
+            assert answer["decrypted"]
+            devices = await me.bot_devices(bot.user_id)
+            assert set(devices) == {bot.device_id, login["device_id"]}
+        assert login["access_token"] not in daemon.log
 
 
 async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse) -> None:
@@ -147,19 +182,23 @@ async def test_a_message_that_cannot_be_decrypted_is_reported(tmp_path: Path,
         async with Daemon(config) as daemon:
             await synced(daemon)
             room = await me.create_encrypted_dm(bot.user_id)
-            # Encrypted with a group session the bot never got the key of.
-            await me.send_raw(room, "m.room.encrypted", {
-                "algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEnABm2ShDcx",
-                "device_id": me.account.device_id, "sender_key": "a" * 43,
-                "session_id": "b" * 43})
+            # Encrypted with a group session the bot never got the key of, twice.
+            sealed = {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEnABm2ShDcx",
+                      "device_id": me.account.device_id, "sender_key": "a" * 43,
+                      "session_id": "b" * 43}
+            await me.send_raw(room, "m.room.encrypted", sealed)
             notice = await me.wait_for(room, bot.user_id, lambda e: "decrypt" in text(e),
                                        what="the could-not-read notice")
             assert notice["decrypted"] and notice["content"]["msgtype"] == "m.notice"
+            await me.send_raw(room, "m.room.encrypted", {**sealed, "ciphertext": "AwgBEnAB"})
             await me.say(room, "and this one?")
             await me.wait_for(room, bot.user_id, answered("echo: and this one?"),
                               what="the next message answered")
-            assert sum("decrypt" in text(e) for e in me.from_user(room, bot.user_id)) == 1
-        assert "could not be decrypted" in daemon.log
+            # In a direct chat each unreadable message is reported; the session's key is
+            # waited for once, not again for each of its messages.
+            assert sum("decrypt" in text(e) for e in me.from_user(room, bot.user_id)) == 2
+        assert daemon.log.count("could not be decrypted") == 2
+        assert daemon.log.count("waiting for the key of") == 1
 
 
 async def test_e2ee_without_the_extra_is_a_configuration_error(tmp_path: Path) -> None:

@@ -140,6 +140,11 @@ class CryptoPerson:
         assert self.client is not None
         return str(await self.client.send_text(RoomID(room), text))
 
+    async def new_group_session(self, room: str) -> None:
+        """The next message starts a new group session (its key sent to the bot anew)."""
+        assert self.client is not None and self.client.crypto is not None
+        await self.client.crypto.crypto_store.remove_outbound_group_session(RoomID(room))
+
     async def send(self, room: str, content: dict[str, Any]) -> str:
         """An encrypted m.room.message with this content."""
         assert self.client is not None
