@@ -89,6 +89,35 @@ async def test_an_encrypted_chat_is_answered_encrypted_with_the_same_device_afte
         assert "hello" not in line, f"a message's text reached the log: {line[:200]!r}"
 
 
+async def test_a_new_access_token_gets_a_device_with_new_keys(tmp_path: Path,
+                                                              synapse: Synapse) -> None:
+    bot = synapse.register()
+    async with crypto_person(tmp_path, synapse) as me:
+        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
+                               e2ee=True)
+        async with Daemon(config) as daemon:
+            await synced(daemon)
+            room = await me.create_encrypted_dm(bot.user_id)
+            await me.say(room, "one")
+            await me.wait_for(room, bot.user_id, answered("echo: one"), what="the answer")
+        login = synapse.request("POST", "/_matrix/client/v3/login", {
+            "type": "m.login.password", "password": bot.password,
+            "identifier": {"type": "m.id.user", "user": bot.user_id}})
+        assert login["device_id"] != bot.device_id
+        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
+                               e2ee=True, access_token=login["access_token"])
+        async with Daemon(config) as daemon:
+            await synced(daemon)
+            await daemon.wait_for_log(r"the Matrix device changed")
+            await me.say(room, "two")
+            answer = await me.wait_for(room, bot.user_id, answered("echo: two"),
+                                       what="the answer from the new device")
+            assert answer["decrypted"]
+            devices = await me.bot_devices(bot.user_id)
+            assert set(devices) == {bot.device_id, login["device_id"]}
+        assert login["access_token"] not in daemon.log
+
+
 async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse) -> None:
     bot = synapse.register()
     gates = Gates()
