@@ -118,6 +118,37 @@ async def test_a_new_access_token_gets_a_device_with_new_keys(tmp_path: Path,
         assert login["access_token"] not in daemon.log
 
 
+async def test_in_a_room_with_more_people_every_member_reads_the_answer(
+        tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    async with crypto_person(tmp_path, synapse) as alice, \
+            crypto_person(tmp_path, synapse) as bob, crypto_person(tmp_path, synapse) as carol:
+        config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="",
+                               e2ee=True)
+        async with Daemon(config) as daemon:
+            await synced(daemon)
+            room = await alice.create_encrypted_room([bot.user_id, bob.user_id])
+            await bob.join(room)
+            await alice.wait_joined(room, bot.user_id)
+            await alice.wait_joined(room, bob.user_id)
+            await alice.say(room, f"{bot.user_id} what is up")
+            for member in (alice, bob):
+                answer = await member.wait_for(room, bot.user_id,
+                                               lambda e: "what is up" in text(e),
+                                               what="the answer to the mention")
+                assert answer["decrypted"]
+            # Someone new: the bot's next answer is shared with their device too.
+            await alice.invite(room, carol.user_id)
+            await carol.join(room)
+            await alice.wait_joined(room, carol.user_id)
+            await alice.say(room, f"{bot.user_id} and now?")
+            for member in (alice, bob, carol):
+                later = await member.wait_for(room, bot.user_id, lambda e: "and now?" in text(e),
+                                              what="the answer after a new member came")
+                assert later["decrypted"]
+            assert not plain_from(alice, room, bot)
+
+
 async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse) -> None:
     bot = synapse.register()
     gates = Gates()
