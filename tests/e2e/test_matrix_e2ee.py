@@ -7,6 +7,7 @@ error that names the pip command."""
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
 from pathlib import Path
@@ -147,6 +148,38 @@ async def test_in_a_room_with_more_people_every_member_reads_the_answer(
                                               what="the answer after a new member came")
                 assert later["decrypted"]
             assert not plain_from(alice, room, bot)
+
+
+async def test_sigkill_mid_backlog_in_an_encrypted_room_loses_nothing(
+        tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    number = re.compile(r"\bm(\d+)\b")
+    async with crypto_person(tmp_path, synapse) as me:
+        def answered() -> list[int]:
+            return [int(n) for e in me.from_user(room, bot.user_id)
+                    for n in number.findall(text(e))]
+
+        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
+                               e2ee=True)
+        daemon = await Daemon(config).start()
+        await synced(daemon)
+        room = await me.create_encrypted_dm(bot.user_id)
+        for n in range(4):
+            await me.say(room, f"m{n} #slow-once=1")
+        await me.wait_until(answered, what="a first answer")
+        await daemon.kill()
+        # While it is down: a new group session (its key waits as a to-device message) and
+        # more messages than one /sync returns (the gap is read back, still encrypted).
+        await me.new_group_session(room)
+        for n in range(4, 60):
+            await me.say(room, f"m{n}")
+        async with Daemon(config) as again:
+            await me.wait_until(lambda: set(answered()) == set(range(60)), timeout=90,
+                                what="every message answered")
+            await again.wait_for_log(r"filled a gap of [1-9]\d* events")
+        assert sorted(answered()) == list(range(60)), "a message answered twice"
+        assert not plain_from(me, room, bot)
+    assert "could not be decrypted" not in again.log
 
 
 async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse) -> None:
