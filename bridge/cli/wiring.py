@@ -21,10 +21,12 @@ from picobridge.agent.filestore import OutboundFiles
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
+from picobridge.cli.affinity import AffinityRecorder
 from picobridge.cli.errors import CliError
+from picobridge.cli.routing import build_routing
 from picobridge.cli.signals import Signals
 from picobridge.config.settings import Settings
-from picobridge.contract import DEFAULT_AGENT, Adapter
+from picobridge.contract import DEFAULT_AGENT, Adapter, catalogue
 from picobridge.core.access import AccessPolicy
 from picobridge.core.answers import Answers
 from picobridge.core.choices import SessionChoices
@@ -33,6 +35,7 @@ from picobridge.core.controls import AgentControls, Exports
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.history import History
 from picobridge.core.intake import Intake
+from picobridge.core.menus import ChatMenus
 from picobridge.core.modes import BusyModes
 from picobridge.core.orphans import Orphans
 from picobridge.core.outbox import Outbox
@@ -40,7 +43,6 @@ from picobridge.core.quotas import Quotas
 from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
-from picobridge.core.routes import Route, Routing
 from picobridge.core.speech import speaker, transcriber
 from picobridge.core.switching import AgentSwitch
 from picobridge.core.voice import VoiceInbox, VoiceOut
@@ -81,6 +83,7 @@ class Daemon:
     retries: Retries | None = None
     voice: VoiceInbox | None = None
     orphans: Orphans | None = None
+    menus: ChatMenus | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -121,38 +124,6 @@ def build_agents(settings: Settings, assigned: Mapping[str, str] | None = None,
                      for name in settings.named_agents()})
 
 
-def build_routing(settings: Settings, chosen: Mapping[str, str]) -> Routing:
-    routes = [Route(r.agent, r.platform, r.bot, tuple(r.chats) if r.chats is not None else None,
-                    frozenset(r.users) if r.users is not None else None, r.kind,
-                    tuple(r.switchable)) for r in settings.routes]
-    return Routing(routes, settings.bridge.default_agent, chosen)
-
-
-class AffinityRecorder:
-    """Stores each new session-to-worker assignment without holding up the dispatch that
-    made it (losing one to a failed write only costs that session its worker after a
-    restart)."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._writes: set[asyncio.Task[None]] = set()
-
-    def __call__(self, session: str, worker: str) -> None:
-        task = asyncio.create_task(self._write(session, worker), name="assign-worker")
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-
-    async def _write(self, session: str, worker: str) -> None:
-        try:
-            await self._store.assign_worker(session, worker)
-        except Exception as exc:
-            log.warning("could not store that session %s runs on worker %s (%s)", session,
-                        worker, exc.__class__.__name__)
-
-    async def settle(self) -> None:
-        await asyncio.gather(*self._writes, return_exceptions=True)
-
-
 def build_commands(settings: Settings, store: Store, router: Router, pool: AgentSet,
                    choices: SessionChoices, quotas: Quotas, switch: AgentSwitch) -> Commands:
     models = {name: agent.models for name, agent in settings.named_agents().items()}
@@ -190,17 +161,19 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
     quotas = Quotas(store, limits.messages_per_hour, limits.messages_per_day,
                     limits.exempt_users)
     routing = build_routing(settings, await store.chosen_agents())
-    switch = AgentSwitch(store, routing)
+    menus = ChatMenus(store, by_platform, lambda a: catalogue(pool.capabilities(a).commands),
+                      settings.bridge.default_agent)
+    switch = AgentSwitch(store, routing, menus)
     commands = build_commands(settings, store, router, pool, choices, quotas, switch)
     access = AccessPolicy(store, allow_lists(settings))
     intake = Intake(store, router, outbox, access, commands, pool, http.app if http else None,
                     tell_after={name: a.restart_budget for name, a in agents.items()},
                     tasks=tasks, dialogs=dialogs, routing=routing, quotas=quotas,
-                    switch=switch, voice=voice_in)
+                    voice=voice_in, menus=menus)
     orphans = Orphans(store, routing, pool.names, outbox)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
-                  Retries(store, router, outbox, orphans=orphans), voice_in, orphans)
+                  Retries(store, router, outbox, orphans=orphans), voice_in, orphans, menus)
 
 
 def _http_server(settings: Settings) -> HttpServer | None:
@@ -298,6 +271,8 @@ async def stop(daemon: Daemon) -> None:
     await daemon.pool.stop()
     await daemon.affinity.settle()
     await daemon.outbox.stop(grace)
+    if daemon.menus is not None:
+        await daemon.menus.stop()
     for adapter in daemon.adapters.values():
         try:
             await adapter.stop()

@@ -79,6 +79,7 @@ class InboundTable(Database):
         None for a new chat, a chat switching agent or of a kind not recorded yet (a chat
         from before migration 0014), or a message already stored (also when the same message
         is twice in the batch)."""
+        mark = self._synced_mark()
         rows = await self._all(
             "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
             " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
@@ -90,6 +91,8 @@ class InboundTable(Database):
             " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
             " RETURNING id, platform, platform_msg_id, session_id",
             (json.dumps(batch, ensure_ascii=False),))
+        if rows:  # a row written: the commit was synced
+            self._carried_to(mark)
         stored = {(r[1], r[2]): (int(r[0]), str(r[3])) for r in rows}
         # pop: of two copies of one message in a batch only the first was inserted.
         return [stored.pop((item[0], item[1]), None) for item in batch]
