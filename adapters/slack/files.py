@@ -54,8 +54,9 @@ def looks_like_login_page(body: bytes, content_type: str, declared_mime: str | N
 class SlackFiles:
     def __init__(self, session: aiohttp.ClientSession, token: str, hosts: list[str],
                  policy: AttachmentPolicy, file_info: FileInfo, *,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, platform: str = "slack") -> None:
         self._session = session
+        self._platform = platform  # the app's name as the bridge knows it: its media folder
         self._token = token
         self._hosts = hosts
         self._policy = policy
@@ -79,7 +80,7 @@ class SlackFiles:
         data = await with_retries(lambda: self._download(url, name, mime), name, "Slack", log)
         # An audio clip recorded in Slack says its length in milliseconds.
         millis = file.get("duration_ms")
-        return await asyncio.to_thread(self._policy.accept, "slack", name, data, mime,
+        return await asyncio.to_thread(self._policy.accept, self._platform, name, data, mime,
                                        millis / 1000 if isinstance(millis, int) else None)
 
     async def _download(self, url: str, name: str, mime: str | None) -> bytes:

@@ -230,3 +230,25 @@ def http_app(fake: FakeSlack, secret: str) -> dict[str, Any]:
     keys = {**app_keys(fake, [DEFAULT_USER]), "mode": "http", "signing_secret": secret}
     del keys["app_token"]
     return keys
+
+
+async def test_each_app_keeps_the_files_people_share_in_a_folder_of_its_own(
+        tmp_path: Path) -> None:
+    async with two_workspaces() as (home, acme):
+        path = apps_config(tmp_path, home, acme, [DEFAULT_USER])
+        async with Daemon(path):
+            await home.wait_for_socket()
+            await acme.wait_for_socket()
+            for fake, name in ((home, "home"), (acme, "acme")):
+                shared = fake.add_file(b"\x00" + name.encode(), "same.bin",
+                                       "application/octet-stream")
+                await fake.send_event(fake.file_share_message([shared], f"{name} file"))
+                await reply_to(fake, fake.dm_channel(), f"\n\n{name} file")
+    media = (tmp_path / "state" / "media").resolve()
+    for agent_name, folder, content in (("family", "slack", b"\x00home"),
+                                        ("coder", "slack@acme", b"\x00acme")):
+        (message,) = AgentJournal(tmp_path / f"agent-{agent_name}").messages()
+        (attachment,) = message["attachments"]
+        saved = Path(attachment["content"].split("saved to ", 1)[1].split("\n", 1)[0])
+        assert saved.parent == media / folder
+        assert saved.read_bytes() == content  # noqa: ASYNC240 (a test's check, nothing waits)

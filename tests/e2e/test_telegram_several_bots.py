@@ -233,3 +233,29 @@ async def test_the_environment_beats_credential_files_which_beat_the_file(
             assert token not in out + err
         assert {call.token for call in home.calls_to("getMe")} == {home.token}
         assert {call.token for call in work.calls_to("getMe")} == {work.token}
+
+
+def saved_path(message: dict[str, Any]) -> Path:
+    (attachment,) = message["attachments"]
+    return Path(attachment["content"].split("saved to ", 1)[1].split("\n", 1)[0])
+
+
+async def test_each_bot_keeps_the_files_people_send_it_in_a_folder_of_its_own(
+        tmp_path: Path) -> None:
+    async with two_fakes() as (home, work):
+        config = two_bots_config(tmp_path, home, work, home_users=[USER], work_users=[USER])
+        async with Daemon(config) as daemon:
+            await both_started(daemon, home, work)
+            home.user_document(USER, USER, b"\x00home", "same.bin", caption="home file")
+            work.user_document(USER, USER, b"\x00work", "same.bin", caption="work file")
+            await reply_containing(home, USER, "\n\nhome file")
+            await reply_containing(work, USER, "\n\nwork file")
+    media = (tmp_path / "state" / "media").resolve()
+    (family,) = AgentJournal(tmp_path / "agent-family").messages()
+    (coder,) = AgentJournal(tmp_path / "agent-coder").messages()
+    assert saved_path(family).parent == media / "telegram"
+    assert saved_path(coder).parent == media / "telegram@work"
+    assert saved_path(family).read_bytes() == b"\x00home"
+    assert saved_path(coder).read_bytes() == b"\x00work"
+    assert not any("[coder]" in text for text in texts(home))
+    assert not any("[family]" in text for text in texts(work))
