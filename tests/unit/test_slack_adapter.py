@@ -93,6 +93,9 @@ class StubBridge:
     def silence(self, platform: str, seconds: float | None) -> None:
         pass
 
+    def rate_limited(self, platform: str) -> None:
+        pass
+
     def connection_changed(self, platform: str, connected: bool) -> None:
         self.connections.append(connected)
 
