@@ -255,6 +255,10 @@ async def test_a_message_that_cannot_be_decrypted_is_reported(tmp_path: Path,
                                        what="the could-not-read notice")
             assert notice["decrypted"] and notice["content"]["msgtype"] == "m.notice"
             await me.send_raw(room, "m.room.encrypted", {**sealed, "ciphertext": "AwgBEnAB"})
+            # A to-device message that is not what it claims: logged, the sync goes on.
+            await me.send_to_device_raw(bot.user_id, "m.room.encrypted", {
+                "algorithm": "m.olm.v1.curve25519-aes-sha2", "sender_key": "c" * 43,
+                "ciphertext": {"nokey": {"type": 0, "body": "AwoG"}}})
             await me.say(room, "and this one?")
             await me.wait_for(room, bot.user_id, answered("echo: and this one?"),
                               what="the next message answered")
@@ -263,6 +267,7 @@ async def test_a_message_that_cannot_be_decrypted_is_reported(tmp_path: Path,
             assert sum("decrypt" in text(e) for e in me.from_user(room, bot.user_id)) == 2
         assert daemon.log.count("could not be decrypted") == 2
         assert daemon.log.count("waiting for the key of") == 1
+        assert "encryption: to-device event from" in daemon.log
 
 
 async def test_e2ee_without_the_extra_is_a_configuration_error(tmp_path: Path) -> None:
