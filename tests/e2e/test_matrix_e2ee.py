@@ -182,7 +182,8 @@ async def test_sigkill_mid_backlog_in_an_encrypted_room_loses_nothing(
     assert "could not be decrypted" not in again.log
 
 
-async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse) -> None:
+async def test_streamed_edits_are_encrypted_and_an_encrypted_edit_updates_a_queued_message(
+        tmp_path: Path, synapse: Synapse) -> None:
     bot = synapse.register()
     gates = Gates()
     port = await gates.start()
@@ -190,7 +191,8 @@ async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse
     try:
         async with crypto_person(tmp_path, synapse) as me:
             config = matrix_config(tmp_path, synapse, bot, [me.user_id], agent=agent,
-                                   stream=True, reaction_done="", e2ee=True)
+                                   stream=True, reaction_done="", e2ee=True,
+                                   sections={"bridge": {"coalesce": False}})
             async with Daemon(config) as daemon:
                 await synced(daemon)
                 room = await me.create_encrypted_dm(bot.user_id)
@@ -199,15 +201,33 @@ async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse
                 await gates.reached("g")
                 draft = await me.wait_for(room, bot.user_id, lambda e: text(e).endswith("…"),
                                           what="the streamed draft")
+                # Queued behind the held turn, then corrected with an (encrypted) edit.
+                second = await me.say(room, "secnd")
+                await daemon.wait_for_log(rf"matrix event {re.escape(second)} -> accepted")
+                await me.send(room, {"msgtype": "m.text", "body": "* second",
+                                     "m.new_content": {"msgtype": "m.text", "body": "second"},
+                                     "m.relates_to": {"rel_type": "m.replace",
+                                                      "event_id": second}})
+                await daemon.wait_for_log(rf"queued message {re.escape(second)} updated")
                 gates.open("g")
-                edit = await me.wait_for(room, bot.user_id, lambda e: e["content"].get(
-                    "m.new_content", {}).get("body") == f"echo: {said}", what="the final edit")
+                edit = await me.wait_for(room, bot.user_id,
+                                         lambda e: final(e) == f"echo: {said}",
+                                         what="the final edit")
                 assert draft["decrypted"] and edit["decrypted"]
                 assert edit["content"]["m.relates_to"] == {"rel_type": "m.replace",
                                                            "event_id": draft["event_id"]}
+                await me.wait_for(room, bot.user_id, lambda e: final(e) == "echo: second",
+                                  what="the edited message answered")
+            assert not any("secnd" in final(e) for e in me.from_user(room, bot.user_id))
             assert not plain_from(me, room, bot)
     finally:
         gates.close()
+
+
+def final(event: Seen) -> str:
+    """The text an event shows: an edit's new content, else its body."""
+    new = event.get("content", {}).get("m.new_content")
+    return str(new.get("body", "")) if isinstance(new, dict) else text(event)
 
 
 async def test_files_go_both_ways_encrypted(tmp_path: Path, synapse: Synapse) -> None:
