@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from picobridge import exit_codes
 from tests.e2e.matrix_support import assert_no_secrets, matrix_config, synced
 from tests.e2e.media_support import PDF, put, script_reply
@@ -20,6 +22,10 @@ from tests.e2e.test_telegram_streaming import GATED_AGENT, Gates
 from tests.harness import Daemon, run_cli
 from tests.synapse.crypto_person import CryptoPerson, Seen
 from tests.synapse.server import Account, Synapse
+
+# Each test starts one or two daemons and an encrypting client, besides the worker's Synapse
+# start when it is the worker's first: on a loaded machine more than the default 120 s pass.
+pytestmark = pytest.mark.timeout(300)
 
 
 def text(event: Seen) -> str:
@@ -150,6 +156,7 @@ async def test_in_a_room_with_more_people_every_member_reads_the_answer(
             assert not plain_from(alice, room, bot)
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_backlog_in_an_encrypted_room_loses_nothing(
         tmp_path: Path, synapse: Synapse) -> None:
     bot = synapse.register()
@@ -174,7 +181,7 @@ async def test_sigkill_mid_backlog_in_an_encrypted_room_loses_nothing(
         for n in range(4, 60):
             await me.say(room, f"m{n}")
         async with Daemon(config) as again:
-            await me.wait_until(lambda: set(answered()) == set(range(60)), timeout=90,
+            await me.wait_until(lambda: set(answered()) == set(range(60)), timeout=180,
                                 what="every message answered")
             await again.wait_for_log(r"filled a gap of [1-9]\d* events")
         assert sorted(answered()) == list(range(60)), "a message answered twice"
