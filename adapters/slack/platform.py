@@ -4,10 +4,11 @@ adapter built on demand (slack-bolt is imported only then)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from picobridge.adapters.slack.settings import SlackAppSettings, SlackSettings
-from picobridge.contract import DEFAULT_BOT, Adapter, Platform, bot_platform
+from picobridge.contract import DEFAULT_BOT, Adapter, BridgeCommand, Platform, bot_platform
 
 # A person: U (or W, in Enterprise Grid), then capital letters and digits.
 MEMBER_ID = re.compile(r"[UW][A-Z0-9]+")
@@ -65,6 +66,11 @@ class SlackPlatform(Platform):
         if section.active and section.mode == "http":
             return "slack.mode = 'http'"
         return None
+
+    def manifest(self, section: SlackAppSettings, commands: Sequence[BridgeCommand]) -> str:
+        from picobridge.adapters.slack.manifest import manifest
+
+        return manifest(section.slash_command, commands, section.events_path)
 
     def adapter(self, settings: Any) -> Adapter:
         return self.bot_adapter(settings, bot_platform(self.name, DEFAULT_BOT),

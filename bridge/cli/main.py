@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "forget": "picobridge.cli.erasure:forget_command",
     "export": "picobridge.cli.erasure:export_command",
     "init": "picobridge.cli.init:init_command",
+    "manifest": "picobridge.cli.manifest:manifest_command",
     "echo-agent": "picobridge.cli.echo_agent:echo_agent_command",
 }
 

@@ -23,6 +23,7 @@ from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
 from picobridge.cli.affinity import AffinityRecorder
 from picobridge.cli.errors import CliError
+from picobridge.cli.routing import build_routing
 from picobridge.cli.signals import Signals
 from picobridge.config.settings import Settings
 from picobridge.contract import DEFAULT_AGENT, Adapter, catalogue
@@ -42,7 +43,6 @@ from picobridge.core.quotas import Quotas
 from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
-from picobridge.core.routes import Route, Routing
 from picobridge.core.speech import speaker, transcriber
 from picobridge.core.switching import AgentSwitch
 from picobridge.core.voice import VoiceInbox, VoiceOut
@@ -122,13 +122,6 @@ def build_agents(settings: Settings, assigned: Mapping[str, str] | None = None,
     files = outbound_files(settings)
     return AgentSet({name: build_pool(settings, assigned, on_assign, name, files)
                      for name in settings.named_agents()})
-
-
-def build_routing(settings: Settings, chosen: Mapping[str, str]) -> Routing:
-    routes = [Route(r.agent, r.platform, r.bot, tuple(r.chats) if r.chats is not None else None,
-                    frozenset(r.users) if r.users is not None else None, r.kind,
-                    tuple(r.switchable)) for r in settings.routes]
-    return Routing(routes, settings.bridge.default_agent, chosen)
 
 
 def build_commands(settings: Settings, store: Store, router: Router, pool: AgentSet,

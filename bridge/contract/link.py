@@ -82,11 +82,12 @@ class BridgeLink(Protocol):
         menu order, listed or not: what a command menu or command help offers."""
         ...
 
-    def offered_commands(self, platform: str) -> tuple[BridgeCommand, ...]:
-        """Every command some chat of the bot `platform` may be offered: those of each agent
-        its routes can reach (its own and the switchable ones), in menu order. For platforms
-        whose command lists cannot follow each chat; the bridge answers a command the chat's
-        own agent lacks with a word saying so."""
+    def offered_commands(self, platform: str, kind: str | None = None
+                         ) -> tuple[BridgeCommand, ...]:
+        """Every command some chat of the bot `platform` (of `kind` if given: "private",
+        "group") may be offered: those of each agent its routes can reach (their own and the
+        switchable ones), in menu order. For platforms whose command lists cannot follow each
+        chat; the bridge answers a command the chat's own agent lacks with a word saying so."""
         ...
 
     async def stop_running(self, name: str) -> None:

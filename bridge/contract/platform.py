@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from picobridge.contract.adapter import Adapter
+from picobridge.contract.commands import BridgeCommand
 from picobridge.contract.names import DEFAULT_BOT, bot_platform
 
 if TYPE_CHECKING:
@@ -87,6 +88,13 @@ class Platform(ABC):
             if hasattr(value, "get_secret_value"):
                 found.append(str(value.get_secret_value()))
         return found
+
+    def manifest(self, section: Any, commands: Sequence[BridgeCommand]) -> str | None:
+        """The app manifest an operator gives the platform for this bot (`section`), where
+        its commands are declared there rather than by the bot (`picobridge manifest`):
+        listing `commands`, what the agents the bot's routes reach offer. None: the platform
+        has none."""
+        return None
 
     @abstractmethod
     def adapter(self, settings: Settings) -> Adapter:

@@ -280,8 +280,9 @@ class Intake:
             else self._routing.default_agent
         return catalogue(self._commands.capabilities(agent).commands)
 
-    def offered_commands(self, platform: str) -> tuple[BridgeCommand, ...]:
-        return catalogue({name for agent in self._routing.reachable(platform)
+    def offered_commands(self, platform: str, kind: str | None = None
+                         ) -> tuple[BridgeCommand, ...]:
+        return catalogue({name for agent in self._routing.reachable(platform, kind)
                           for name in self._commands.capabilities(agent).commands})
 
     async def _typed_answer(self, message: InboundMessage, agent: str) -> SubmitResult:

@@ -45,16 +45,18 @@ class Route:
         """The agents a chat of this route may talk to: its own first, then the others."""
         return (self.agent, *(a for a in self.switchable if a != self.agent))
 
-    def may_serve(self, platform: str) -> bool:
-        """Whether some chat of the bot `platform` (`chat@work`) may match this route."""
+    def may_serve(self, platform: str, kind: str | None = None) -> bool:
+        """Whether some chat of the bot `platform` (`chat@work`), of `kind` if given, may
+        match this route."""
         name, bot = split_platform(platform)
         platforms, bots = self._platforms(0), self._platforms(1)
-        return (platforms is None or name in platforms) and (bots is None or bot in bots)
+        return (platforms is None or name in platforms) and (bots is None or bot in bots) \
+            and (kind is None or self.kind is None or self.kind == kind)
 
-    def takes_all(self, platform: str) -> bool:
-        """Whether every chat of the bot `platform` matches this route."""
-        return self.may_serve(platform) and self.chats is None and self.users is None \
-            and self.kind is None
+    def takes_all(self, platform: str, kind: str | None = None) -> bool:
+        """Whether every chat of the bot `platform` (of `kind` if given) matches this route."""
+        return self.may_serve(platform, kind) and self.chats is None and self.users is None \
+            and (self.kind is None or self.kind == kind)
 
     def covers(self, other: Route) -> bool:
         """Whether every chat `other` matches is matched by this route first (so `other`,
@@ -117,14 +119,14 @@ class Routing:
         chosen = self._chosen.get(chat.key)
         return chosen if chosen is not None and chosen in route.choices else route.agent
 
-    def reachable(self, platform: str) -> tuple[str, ...]:
-        """The agents chats of the bot `platform` may talk to (by a route or a switch), the
-        one of its first route first."""
+    def reachable(self, platform: str, kind: str | None = None) -> tuple[str, ...]:
+        """The agents chats of the bot `platform` (of `kind` if given: "private", "group")
+        may talk to, by a route or a switch; the one of its first route first."""
         found: dict[str, None] = {}
         for route in [*self._routes, self._default]:
-            if route.may_serve(platform):
+            if route.may_serve(platform, kind):
                 found.update(dict.fromkeys(route.choices))
-                if route.takes_all(platform):
+                if route.takes_all(platform, kind):
                     break
         return tuple(found)
 

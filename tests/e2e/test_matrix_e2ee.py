@@ -7,6 +7,7 @@ error that names the pip command."""
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
 from pathlib import Path
@@ -87,6 +88,98 @@ async def test_an_encrypted_chat_is_answered_encrypted_with_the_same_device_afte
     for line in first_logs + daemon.log_lines + daemon.stdout_lines:
         assert key not in line and bot.access_token not in line, line[:200]
         assert "hello" not in line, f"a message's text reached the log: {line[:200]!r}"
+
+
+async def test_a_new_access_token_gets_a_device_with_new_keys(tmp_path: Path,
+                                                              synapse: Synapse) -> None:
+    bot = synapse.register()
+    async with crypto_person(tmp_path, synapse) as me:
+        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
+                               e2ee=True)
+        async with Daemon(config) as daemon:
+            await synced(daemon)
+            room = await me.create_encrypted_dm(bot.user_id)
+            await me.say(room, "one")
+            await me.wait_for(room, bot.user_id, answered("echo: one"), what="the answer")
+        login = synapse.request("POST", "/_matrix/client/v3/login", {
+            "type": "m.login.password", "password": bot.password,
+            "identifier": {"type": "m.id.user", "user": bot.user_id}})
+        assert login["device_id"] != bot.device_id
+        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
+                               e2ee=True, access_token=login["access_token"])
+        async with Daemon(config) as daemon:
+            await synced(daemon)
+            await daemon.wait_for_log(r"the Matrix device changed")
+            await me.say(room, "two")
+            answer = await me.wait_for(room, bot.user_id, answered("echo: two"),
+                                       what="the answer from the new device")
+            assert answer["decrypted"]
+            devices = await me.bot_devices(bot.user_id)
+            assert set(devices) == {bot.device_id, login["device_id"]}
+        assert login["access_token"] not in daemon.log
+
+
+async def test_in_a_room_with_more_people_every_member_reads_the_answer(
+        tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    async with crypto_person(tmp_path, synapse) as alice, \
+            crypto_person(tmp_path, synapse) as bob, crypto_person(tmp_path, synapse) as carol:
+        config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="",
+                               e2ee=True)
+        async with Daemon(config) as daemon:
+            await synced(daemon)
+            room = await alice.create_encrypted_room([bot.user_id, bob.user_id])
+            await bob.join(room)
+            await alice.wait_joined(room, bot.user_id)
+            await alice.wait_joined(room, bob.user_id)
+            await alice.say(room, f"{bot.user_id} what is up")
+            for member in (alice, bob):
+                answer = await member.wait_for(room, bot.user_id,
+                                               lambda e: "what is up" in text(e),
+                                               what="the answer to the mention")
+                assert answer["decrypted"]
+            # Someone new: the bot's next answer is shared with their device too.
+            await alice.invite(room, carol.user_id)
+            await carol.join(room)
+            await alice.wait_joined(room, carol.user_id)
+            await alice.say(room, f"{bot.user_id} and now?")
+            for member in (alice, bob, carol):
+                later = await member.wait_for(room, bot.user_id, lambda e: "and now?" in text(e),
+                                              what="the answer after a new member came")
+                assert later["decrypted"]
+            assert not plain_from(alice, room, bot)
+
+
+async def test_sigkill_mid_backlog_in_an_encrypted_room_loses_nothing(
+        tmp_path: Path, synapse: Synapse) -> None:
+    bot = synapse.register()
+    number = re.compile(r"\bm(\d+)\b")
+    async with crypto_person(tmp_path, synapse) as me:
+        def answered() -> list[int]:
+            return [int(n) for e in me.from_user(room, bot.user_id)
+                    for n in number.findall(text(e))]
+
+        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
+                               e2ee=True)
+        daemon = await Daemon(config).start()
+        await synced(daemon)
+        room = await me.create_encrypted_dm(bot.user_id)
+        for n in range(4):
+            await me.say(room, f"m{n} #slow-once=1")
+        await me.wait_until(answered, what="a first answer")
+        await daemon.kill()
+        # While it is down: a new group session (its key waits as a to-device message) and
+        # more messages than one /sync returns (the gap is read back, still encrypted).
+        await me.new_group_session(room)
+        for n in range(4, 60):
+            await me.say(room, f"m{n}")
+        async with Daemon(config) as again:
+            await me.wait_until(lambda: set(answered()) == set(range(60)), timeout=90,
+                                what="every message answered")
+            await again.wait_for_log(r"filled a gap of [1-9]\d* events")
+        assert sorted(answered()) == list(range(60)), "a message answered twice"
+        assert not plain_from(me, room, bot)
+    assert "could not be decrypted" not in again.log
 
 
 async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse) -> None:

@@ -121,14 +121,30 @@ class CryptoPerson:
         return event
 
     async def create_encrypted_dm(self, bot: str) -> str:
+        room = await self.create_encrypted_room([bot], direct=True)
+        await self.wait_joined(room, bot)
+        return room
+
+    async def create_encrypted_room(self, invite: list[str], *, direct: bool = False) -> str:
         assert self.client is not None
         room = await self.client.create_room(
-            preset=RoomCreatePreset.TRUSTED_PRIVATE, is_direct=True, invitees=[UserID(bot)],
+            preset=RoomCreatePreset.TRUSTED_PRIVATE if direct else RoomCreatePreset.PRIVATE,
+            is_direct=direct, invitees=[UserID(user) for user in invite],
             initial_state=[cast(dict[str, JSON], {
                 "type": "m.room.encryption", "state_key": "",
                 "content": {"algorithm": "m.megolm.v1.aes-sha2"}})])
-        await self.wait_until(lambda: self._joined(str(room), bot), what=f"{bot} to join")
         return str(room)
+
+    async def wait_joined(self, room: str, user: str) -> None:
+        await self.wait_until(lambda: self._joined(room, user), what=f"{user} to join {room}")
+
+    async def join(self, room: str) -> None:
+        assert self.client is not None
+        await self.client.join_room_by_id(RoomID(room))
+
+    async def invite(self, room: str, user: str) -> None:
+        assert self.client is not None
+        await self.client.invite_user(RoomID(room), UserID(user))
 
     def _joined(self, room: str, user: str) -> bool:
         return any(e.get("type") == "m.room.member" and e.get("state_key") == user
