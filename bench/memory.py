@@ -57,6 +57,13 @@ def mb(kb: int) -> str:
     return f"{kb / 1024:.1f} MB"
 
 
+def where(pid: int) -> str:
+    """Where the resident set sits: anonymous memory (Python's objects and code, malloc's
+    heaps, SQLite's page cache) and file pages (the interpreter's and extensions' code)."""
+    anon, file = status_kb(pid, "RssAnon"), status_kb(pid, "RssFile")
+    return f"anon {mb(anon)}, file {mb(file)}, {status_kb(pid, 'Threads')} threads"
+
+
 async def grant(db: Path, telegram: list[int], slack: list[str]) -> None:
     """Let the users in as `picobridge access allow` does, before the daemon starts."""
     store = await Store.open(db)
@@ -153,7 +160,8 @@ async def main(chats: int, wave: int, only: str | None, platforms: str) -> int:
                     await slack.wait_for_socket(timeout=60)
                 await telegram.wait_for_poll(timeout=60)
                 idle = status_kb(pid, "VmRSS")
-                print(f"idle: VmRSS {mb(idle)}")
+                idle_where = where(pid)
+                print(f"idle: VmRSS {mb(idle)} ({idle_where})")
 
                 load = Load(telegram, slack)
                 checkpoints: list[tuple[int, int]] = []
@@ -180,6 +188,7 @@ async def main(chats: int, wave: int, only: str | None, platforms: str) -> int:
                     await load.settled()
                 elapsed = time.monotonic() - started
                 after = status_kb(pid, "VmRSS")
+                after_where = where(pid)
                 peak = status_kb(pid, "VmHWM")
             finally:
                 code = await daemon.stop(timeout=60)
@@ -194,8 +203,8 @@ async def main(chats: int, wave: int, only: str | None, platforms: str) -> int:
     )
     target = IDLE_TARGETS_MB.get(platforms, IDLE_TARGET_MB)
     print(f"platforms  {platforms}")
-    print(f"idle RSS   {mb(idle):>9}  (target <= {target:.0f} MB)")
-    print(f"after RSS  {mb(after):>9}  (peak {mb(peak)})")
+    print(f"idle RSS   {mb(idle):>9}  (target <= {target:.0f} MB; {idle_where})")
+    print(f"after RSS  {mb(after):>9}  (peak {mb(peak)}; {after_where})")
     print(
         f"per chat   {per_chat:7.2f} KB  (target <= {PER_CHAT_TARGET_KB:g} KB); after the "
         f"first {first_done} chats: {marginal:.2f} KB per further chat"

@@ -58,23 +58,50 @@ def _read(directory: Path, filename: str) -> str | None:
                           f"{reason}") from None
 
 
-def with_bot_credentials(data: Any, platforms: Mapping[str, Platform]) -> Any:
-    """The settings' input with each further bot's secrets from its own credential files:
-    `<file>_<bot>` (`telegram_token_work` for `[[telegram.bots]]` named "work"). They fill
-    the bot's keys over the config file, as the default bot's files do."""
-    directory = os.environ.get("CREDENTIALS_DIRECTORY")
-    if not directory or not isinstance(data, dict):
+class WithBotCredentials(PydanticBaseSettingsSource):
+    """Another source (the environment, the config file) with each further bot's secrets from
+    its own credential files, `<file>_<bot>` (`telegram_token_work` for `[[telegram.bots]]`
+    named "work"), merged into the entries that source gives. A list of bots is one value, so
+    the source that gives it gives all of it (the environment's replaces the file's); within
+    an entry the rule is the default bot's: the environment beats a credential file, which
+    beats the config file."""
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource,
+                 platforms: Mapping[str, Platform], *, files_win: bool) -> None:
+        super().__init__(settings_cls)
+        self._inner, self._platforms, self._files_win = inner, platforms, files_win
+        # pydantic-settings keeps each source's values under this name
+        self.__name__ = type(inner).__name__
+
+    def _set_current_state(self, state: dict[str, Any]) -> None:
+        super()._set_current_state(state)
+        self._inner._set_current_state(state)
+
+    def _set_settings_sources_data(self, states: dict[str, dict[str, Any]]) -> None:
+        super()._set_settings_sources_data(states)
+        self._inner._set_settings_sources_data(states)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        data = self._inner()
+        directory = os.environ.get("CREDENTIALS_DIRECTORY")
+        if not directory:
+            return data
+        for name, platform in self._platforms.items():
+            section, key = data.get(name), platform.bots_key
+            if key is None or not isinstance(section, dict) or not isinstance(
+                    section.get(key), list):
+                continue
+            entries = [self._merged(entry, _bot_files(Path(directory), platform, entry["name"]))
+                       if isinstance(entry, dict) and isinstance(entry.get("name"), str)
+                       else entry for entry in section[key]]
+            data = {**data, name: {**section, key: entries}}
         return data
-    for name, platform in platforms.items():
-        section, key = data.get(name), platform.bots_key
-        if key is None or not isinstance(section, dict) or not isinstance(
-                section.get(key), list):
-            continue
-        entries = [{**entry, **_bot_files(Path(directory), platform, entry["name"])}
-                   if isinstance(entry, dict) and isinstance(entry.get("name"), str) else entry
-                   for entry in section[key]]
-        data = {**data, name: {**section, key: entries}}
-    return data
+
+    def _merged(self, entry: dict[str, Any], files: dict[str, str]) -> dict[str, Any]:
+        return {**entry, **files} if self._files_win else {**files, **entry}
 
 
 def _bot_files(directory: Path, platform: Platform, bot: str) -> dict[str, str]:

@@ -28,8 +28,8 @@ from picobridge.config.agents import check_agents, named_agents
 from picobridge.config.credentials import (
     ConfigError,
     CredentialsSource,
+    WithBotCredentials,
     credential_files,
-    with_bot_credentials,
 )
 from picobridge.config.sections import (
     VOICE_CREDENTIALS,
@@ -92,18 +92,16 @@ class CoreSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Highest priority first: explicit values, environment, systemd credentials, the file.
+        # Highest priority first: explicit values, environment, systemd credentials, the file;
+        # further bots' credential files keep that order within each bot's entry.
+        platforms = cls._platforms
         return (
             init_settings,
-            env_settings,
-            CredentialsSource(settings_cls, credential_files(cls._platforms) | VOICE_CREDENTIALS),
-            TomlConfigSettingsSource(settings_cls),
+            WithBotCredentials(settings_cls, env_settings, platforms, files_win=False),
+            CredentialsSource(settings_cls, credential_files(platforms) | VOICE_CREDENTIALS),
+            WithBotCredentials(settings_cls, TomlConfigSettingsSource(settings_cls), platforms,
+                               files_win=True),
         )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bots_credentials(cls, data: Any) -> Any:
-        return with_bot_credentials(data, cls._platforms)
 
     @model_validator(mode="after")
     def _listener_for_webhooks(self) -> CoreSettings:

@@ -98,7 +98,9 @@ class AttachmentPolicy:
                           mime=mime or "application/octet-stream", duration=duration)
 
     def _save(self, platform: str, name: str, data: bytes) -> Path:
-        folder = (self._media_dir / safe_name(platform)).resolve()
+        # One folder per bot: `telegram` for the default bot, `telegram@work` for another.
+        folder = (self._media_dir / "@".join(safe_name(part) for part in platform.split("@", 1))
+                  ).resolve()
         for level in (folder.parent, folder):
             if not level.is_dir():
                 # Private whatever the umask: people's files.

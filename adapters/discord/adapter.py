@@ -97,7 +97,8 @@ class DiscordAdapter(Adapter):
         app_id = client.application_id or 0
         self._wire(bridge, client, app_id)
         try:
-            await register(client.routed_http, app_id, s, bridge.commands())
+            await register(client.routed_http, app_id, s,
+                           lambda kind: bridge.offered_commands(PLATFORM, kind))
         except (discord.HTTPException, OSError) as exc:
             log.warning("Discord: slash commands not registered (%s)", exc.__class__.__name__)
         log.info("Discord: signed in as %s", describe_login(client))

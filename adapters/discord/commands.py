@@ -1,14 +1,19 @@
-"""The chat commands as Discord slash commands: what the bridge offers for the agent chats
-get by default (BridgeLink.commands: its own /new, /status, /stop, /help..., and the agent's
-/model, /think... where its protocol has them), from the one command catalogue, registered
-globally, or in each guild of `discord.guilds` (guild commands show at once; global ones may
-take a while to appear). Discord holds one list per bot, not per chat, as Telegram's menu.
-They are registered again only when the catalogue differs from what Discord holds."""
+"""The chat commands as Discord slash commands, from the one command catalogue: the bridge's
+own /new, /status, /stop, /help... and the agent commands (/model, /think...) of every agent
+the bot's routes can reach (BridgeLink.offered_commands), registered globally, or in each
+guild of `discord.guilds` (guild commands show at once; global ones may take a while).
+
+Discord holds slash commands per application, guild and context, never per channel, so a
+channel cannot show only its own agent's: a command another reachable agent offers shows
+everywhere, and the bridge answers it in a chat whose agent lacks it with a word saying so.
+With `discord.guilds` listed, guild channels and DMs have lists of their own (guild commands,
+global ones for DMs), each the union of what the routes for that kind of chat ("group",
+"private") reach. They are registered again only when they differ from what Discord holds."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from picobridge.adapters.discord.client import RoutedHTTP
@@ -42,18 +47,20 @@ def _same(held: Sequence[Mapping[str, Any]], wanted: list[dict[str, Any]]) -> bo
 
 
 async def register(http: RoutedHTTP, app_id: int, settings: DiscordSettings,
-                   commands: Sequence[BridgeCommand]) -> None:
+                   offered: Callable[[str | None], Sequence[BridgeCommand]]) -> None:
+    """`offered(kind)`: the commands for chats of that kind (None: of any kind)."""
     if isinstance(settings.guilds, list):
-        wanted = catalogue(commands, in_dms=False)
+        wanted = catalogue(offered("group"), in_dms=False)
         for guild in settings.guilds:
             held = await http.get_guild_commands(app_id, int(guild))
             if not _same(held, wanted):
                 await http.bulk_upsert_guild_commands(app_id, int(guild), wanted)
                 log.info("Discord: slash commands registered in guild %s", guild)
         # DMs have no guild: their commands are global.
-        wanted = [{**c, "contexts": [BOT_DM]} for c in catalogue(commands, in_dms=True)]
+        wanted = [{**c, "contexts": [BOT_DM]}
+                  for c in catalogue(offered("private"), in_dms=True)]
     else:
-        wanted = catalogue(commands, in_dms=True)
+        wanted = catalogue(offered(None), in_dms=True)
     held = await http.get_global_commands(app_id)
     if not _same(held, wanted):
         await http.bulk_upsert_global_commands(app_id, wanted)

@@ -13,14 +13,11 @@ import aiohttp
 import discord
 
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
-from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.common.downloads import TransientDownloadError, with_retries
 from picobridge.adapters.discord.parse import PLATFORM
 from picobridge.contract import Attachment
 
 log = logging.getLogger("picobridge.discord.files")
-
-ATTEMPTS = 3
-RETRY_DELAY = 0.5
 
 
 class DiscordFiles:
@@ -34,29 +31,17 @@ class DiscordFiles:
         self._policy.check_size(name, attachment.size)
         mime = attachment.content_type
         async with asyncio.timeout(self._policy.download_timeout):
-            data = await self._with_retries(attachment.url, name)
+            data = await with_retries(lambda: self._download(attachment.url, name), name,
+                                      "Discord", log,
+                                      transient=(aiohttp.ClientError, TransientDownloadError))
         # A voice message says how long it is.
         return await asyncio.to_thread(self._policy.accept, PLATFORM, name, data, mime,
                                        attachment.duration)
 
-    async def _with_retries(self, url: str, name: str) -> bytes:
-        backoff = Backoff(RETRY_DELAY)
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                return await self._download(url, name)
-            except (aiohttp.ClientError, _Transient) as exc:
-                log.warning("download of a Discord attachment failed (attempt %d/%d): %s",
-                            attempt, ATTEMPTS, exc.__class__.__name__)
-                if attempt == ATTEMPTS:
-                    break
-                await backoff.wait()
-        raise AttachmentRefused(f"I could not download {name!r} from Discord right now; "
-                                "please send it again in a moment.")
-
     async def _download(self, url: str, name: str) -> bytes:
         async with self._session.get(url) as resp:
             if resp.status == 429 or resp.status >= 500:
-                raise _Transient(f"HTTP {resp.status}")
+                raise TransientDownloadError(f"HTTP {resp.status}")
             if resp.status != 200:
                 raise AttachmentRefused(
                     f"Discord refused the download of {name!r} (HTTP {resp.status}).")
@@ -70,6 +55,3 @@ class DiscordFiles:
                 chunks.append(chunk)
             return b"".join(chunks)
 
-
-class _Transient(Exception):
-    """The CDN failed in a way that may pass."""

@@ -19,6 +19,7 @@ class DiscordPlatform(Platform):
     credentials: ClassVar[dict[str, str]] = {"discord_token": "token"}
     enable_hint: ClassVar[str] = "discord.token"
     user_example: ClassVar[str] = "400000000000000001"
+    library_loggers: ClassVar[tuple[str, ...]] = ("discord",)
 
     def active(self, section: DiscordSettings) -> bool:
         return section.active

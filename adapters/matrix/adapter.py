@@ -53,6 +53,8 @@ from picobridge.contract import (
 )
 
 if TYPE_CHECKING:
+    from picobridge.adapters.matrix.decrypt import Decryptor
+    from picobridge.adapters.matrix.e2ee import Encryption
     from picobridge.adapters.matrix.settings import MatrixSettings
     from picobridge.config.settings import Settings
 
@@ -85,6 +87,7 @@ class MatrixAdapter(Adapter):
         self._sender: Sender | None = None
         self._progress: Progress | None = None
         self._sync: SyncLoop | None = None
+        self._e2ee: Encryption | None = None
         self._sent: dict[str, None] = {}
         self._tasks = TaskSet(log)
         self._running = False
@@ -113,6 +116,11 @@ class MatrixAdapter(Adapter):
         if me is None:
             return False
         self._me = me
+        decryptor = None
+        if s.e2ee:
+            decryptor = await self._encryption(bridge, client)
+            if decryptor is None:
+                return False
         rooms = self._rooms = Rooms(client, bridge, s, me.user_id)
         sender = self._sender = Sender(
             client, PartLog(bridge, PLATFORM), max_chunks=s.max_chunks,
@@ -121,11 +129,12 @@ class MatrixAdapter(Adapter):
         self._progress = Progress(client, sender.put, stream=s.stream,
                                   typing_cap=self._typing_cap)
         intake = RoomIntake(client, bridge, s, me, rooms, MatrixFiles(client, self._policy),
-                            sender.notice, self._sent.__contains__)
+                            sender.notice, self._sent.__contains__, decryptor)
         self._sync = SyncLoop(client, bridge, intake, rooms, me.user_id,
                               timeout=s.sync_timeout,
                               fatal=lambda reason: bridge.fatal(PLATFORM, reason),
-                              connected=lambda up: bridge.connection_changed(PLATFORM, up))
+                              connected=lambda up: bridge.connection_changed(PLATFORM, up),
+                              crypto=self._e2ee.take if self._e2ee is not None else None)
         log.info("signed in to Matrix as %s (device %s)", me.user_id, me.device_id)
         return True
 
@@ -143,6 +152,31 @@ class MatrixAdapter(Adapter):
                 log.warning("cannot reach the homeserver (%s); retrying in %.0fs",
                             exc.__class__.__name__, backoff.delay)
                 await backoff.wait()
+
+    async def _encryption(self, bridge: BridgeLink, client: ClientAPI) -> Decryptor | None:
+        """matrix.e2ee: the crypto store opened and the device's keys on the homeserver."""
+        from mautrix.client import Client
+
+        from picobridge.adapters.matrix.decrypt import Decryptor
+        from picobridge.adapters.matrix.e2ee import Encryption, EncryptionUnavailable
+
+        assert isinstance(client, Client)
+        backoff = Backoff()
+        try:
+            if self._e2ee is None:
+                self._e2ee = await Encryption.open(client, self._state_dir)
+            while True:
+                try:
+                    await self._e2ee.start()
+                    break
+                except (MatrixConnectionError, aiohttp.ClientError, TimeoutError) as exc:
+                    log.warning("cannot reach the homeserver to set up encryption (%s); "
+                                "retrying in %.0fs", exc.__class__.__name__, backoff.delay)
+                    await backoff.wait()
+        except (EncryptionUnavailable, MatrixRequestError) as exc:
+            bridge.fatal(PLATFORM, f"Matrix end-to-end encryption cannot start: {exc}")
+            return None
+        return Decryptor(self._e2ee.machine, self._settings.e2ee_key_wait)
 
     def _remember(self, event_id: str) -> None:
         self._sent[event_id] = None
@@ -163,6 +197,9 @@ class MatrixAdapter(Adapter):
         if self._progress is not None:
             await self._progress.close()
         await self._tasks.close()
+        if self._e2ee is not None:
+            await self._e2ee.close()
+            self._e2ee = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -178,8 +215,9 @@ class MatrixAdapter(Adapter):
             store = SessionStore(self._state_dir) if self._settings.access_token is None \
                 else None
             me = await sign_in(client, self._settings, store)
+            e2ee = ", end-to-end encryption on" if self._settings.e2ee else ""
             return f"signed in as {me.user_id} (device {me.device_id}) on " \
-                   f"{self._settings.homeserver}"
+                   f"{self._settings.homeserver}{e2ee}"
 
     # -- outbound ----------------------------------------------------------------------------
 

@@ -90,6 +90,12 @@ def make_client(settings: MatrixSettings, session: aiohttp.ClientSession,
     # mautrix logs every request's body at DEBUG (users' messages); our own lines suffice.
     api = MatrixHTTP(settings.homeserver, token, client_session=session,
                      log=cast(TraceLogger, logging.getLogger("mau.picobridge")))
+    if settings.e2ee:
+        # mautrix's Client (never started: its sync loop is not used) encrypts what is sent
+        # into encrypted rooms once e2ee.py gives it the crypto machine.
+        from mautrix.client import Client
+
+        return Client(UserID(settings.user_id), DeviceID(settings.device_id or ""), api=api)
     return ClientAPI(UserID(settings.user_id), DeviceID(settings.device_id or ""), api=api)
 
 

@@ -17,19 +17,13 @@ from mautrix.client import ClientAPI
 from mautrix.types import ContentURI
 
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
-from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.common.downloads import TransientDownloadError, with_retries
 from picobridge.adapters.matrix.normalise import PLATFORM, FileRef
 from picobridge.contract import Attachment
 
 log = logging.getLogger("picobridge.matrix.files")
 
-ATTEMPTS = 3
-RETRY_DELAY = 0.5
 CHUNK = 1 << 16
-
-
-class TransientDownloadError(Exception):
-    """The media repository failed in a way that may pass (5xx, 429, network)."""
 
 
 class _Unsupported(Exception):
@@ -46,22 +40,16 @@ class MatrixFiles:
         self._policy.check_size(ref.name, ref.size)
         if not ref.url.startswith("mxc://"):
             raise AttachmentRefused(f"The file {ref.name!r} has no address I can fetch.")
-        backoff = Backoff(RETRY_DELAY)
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                async with asyncio.timeout(self._policy.download_timeout):
-                    data = await self._download(ref)
-                return await asyncio.to_thread(self._policy.accept, PLATFORM, ref.name, data,
-                                               ref.mime)
-            except (TransientDownloadError, TimeoutError) as exc:
-                log.warning("download of a Matrix file failed (attempt %d/%d): %s", attempt,
-                            ATTEMPTS, exc.__class__.__name__ if not str(exc) else exc)
-                if attempt == ATTEMPTS:
-                    raise AttachmentRefused(
-                        f"I could not download {ref.name!r} right now; please send it again "
-                        "in a moment.") from None
-                await backoff.wait()
-        raise AssertionError("unreachable")
+
+        async def attempt() -> bytes:
+            async with asyncio.timeout(self._policy.download_timeout):
+                return await self._download(ref)
+
+        data = await with_retries(attempt, ref.name, "Matrix", log,
+                                  transient=(TransientDownloadError, TimeoutError))
+        if ref.key is not None:
+            data = await asyncio.to_thread(decrypted, ref, data)
+        return await asyncio.to_thread(self._policy.accept, PLATFORM, ref.name, data, ref.mime)
 
     async def _download(self, ref: FileRef) -> bytes:
         api = self._client.api
@@ -95,6 +83,20 @@ class MatrixFiles:
 
     async def _read_capped(self, resp: aiohttp.ClientResponse, name: str) -> bytes:
         return bytes(await self._policy.read_capped(name, resp.content.iter_chunked(CHUNK)))
+
+
+def decrypted(ref: FileRef, data: bytes) -> bytes:
+    """An encrypted file's bytes (matrix.e2ee), checked against the hash its event names."""
+    from mautrix.crypto.attachments import decrypt_attachment
+    from mautrix.errors import DecryptionError
+
+    assert ref.key is not None
+    try:
+        return decrypt_attachment(data, ref.key["key"]["k"], ref.key["hashes"]["sha256"],
+                                  ref.key["iv"])
+    except (DecryptionError, KeyError, TypeError, ValueError):
+        raise AttachmentRefused(f"I could not decrypt {ref.name!r}: the file does not match "
+                                "the key it came with.") from None
 
 
 async def _unrecognised(resp: aiohttp.ClientResponse) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 from mautrix.client import ClientAPI
@@ -32,6 +32,7 @@ from picobridge.adapters.matrix.normalise import (
     Encrypted,
     Room,
     Skip,
+    Unreadable,
     normalise,
     thread_root,
 )
@@ -40,12 +41,23 @@ from picobridge.adapters.matrix.rooms import Rooms
 from picobridge.adapters.matrix.settings import MatrixSettings
 from picobridge.contract import Attachment, BridgeLink, InboundMessage, StorageUnavailable
 
+if TYPE_CHECKING:
+    from picobridge.adapters.matrix.decrypt import Decryptor
+
 log = logging.getLogger("picobridge.matrix")
 
 T = TypeVar("T")
 MAX_FAILURES = 3
 LOST_TEXT = ("⚠️ I could not take a message of this room (an error on my side); it did not "
              "reach the agent. Please send it again, perhaps in another form.")
+UNREADABLE_TEXT = (
+    "⚠️ I could not decrypt a message you sent here (its key never reached my device), so it "
+    "did not reach the agent. Please send it again; if this keeps happening, make sure your "
+    "client shares keys with unverified devices, or start a new chat with me.")
+# Undecryptable events already reported in rooms with more people (one report per group
+# session there: the bot may not even have been addressed).
+REPORTED_SESSIONS = 1024
+MESSAGE_TYPES = frozenset({"m.room.message", "m.room.encrypted"})
 
 
 def transient(exc: Exception) -> bool:
@@ -63,9 +75,10 @@ Notify = Callable[[str, str | None, str], Awaitable[None]]
 class RoomIntake:
     def __init__(self, client: ClientAPI, bridge: BridgeLink, settings: MatrixSettings,
                  me: Identity, rooms: Rooms, files: MatrixFiles, notify: Notify,
-                 ours: Callable[[str], bool]) -> None:
+                 ours: Callable[[str], bool], decryptor: Decryptor | None = None) -> None:
         """`notify(room, thread, text)` posts a note at once; `ours(event_id)` tells an
-        event the bot sent in this run (a reply to it needs no lookup)."""
+        event the bot sent in this run (a reply to it needs no lookup); `decryptor` opens
+        encrypted events (matrix.e2ee), else the room is told the bot cannot read them."""
         self._client = client
         self._bridge = bridge
         self._settings = settings
@@ -74,6 +87,8 @@ class RoomIntake:
         self._files = files
         self._notify = notify
         self._ours = ours
+        self._decryptor = decryptor
+        self._reported: dict[tuple[str, str], None] = {}
         self._storage_down = False
 
     async def room(self, joined: JoinedRoom) -> None:
@@ -102,7 +117,7 @@ class RoomIntake:
             await backoff.wait()
         log.error("giving up event %s in %s after %d attempts (%s)", event.get("event_id"),
                   room_id, MAX_FAILURES, failure)
-        if event.get("type") == "m.room.message" and event.get("sender") != self._me.user_id:
+        if event.get("type") in MESSAGE_TYPES and event.get("sender") != self._me.user_id:
             await self._notify(room_id, thread_root(as_dict(event.get("content"))), LOST_TEXT)
 
     async def _held(self, step: Callable[[], Awaitable[T]]) -> T:
@@ -123,6 +138,13 @@ class RoomIntake:
 
     async def _take(self, room_id: str, event: dict[str, Any]) -> None:
         room = Room(room_id, await self._rooms.direct(room_id), self._settings.rooms)
+        if event.get("type") == "m.room.encrypted" and self._decryptor is not None \
+                and event.get("sender") != self._me.user_id:
+            opened = await self._decryptor.open(room_id, event)
+            if isinstance(opened, Unreadable):
+                await self._unreadable(room, event, opened)
+                return
+            event = opened
         found = normalise(room, event, self._me, prefix=self._settings.command_prefix)
         if isinstance(found, Skip):
             log.debug("matrix event %s skipped: %s", event.get("event_id"), found.reason)
@@ -136,6 +158,21 @@ class RoomIntake:
             if message is not None:
                 result = await self._bridge.submit(message)
                 log.debug("matrix event %s -> %s", found.event_id, result.value)
+
+    async def _unreadable(self, room: Room, event: dict[str, Any], why: Unreadable) -> None:
+        """Tell the sender once: every such message in a direct chat, once per group session
+        in a room with more people."""
+        log.warning("encrypted event %s in %s could not be decrypted (%s)",
+                    event.get("event_id"), room.room_id, why.reason)
+        if not room.direct:
+            key = (room.room_id, why.session or str(event.get("event_id")))
+            if key in self._reported:
+                return
+            self._reported[key] = None
+            if len(self._reported) > REPORTED_SESSIONS:
+                del self._reported[next(iter(self._reported))]
+        await self._notify(room.room_id, thread_root(as_dict(event.get("content"))),
+                           UNREADABLE_TEXT)
 
     async def _for_us(self, found: Candidate) -> bool:
         if found.needs_known_thread:

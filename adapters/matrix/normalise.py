@@ -46,6 +46,9 @@ class FileRef:
     name: str
     size: int | None
     mime: str | None
+    # An encrypted file's key, iv and hash (the event's `file`, matrix.e2ee): the media
+    # repository holds only its ciphertext.
+    key: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,16 @@ class Edit:
 
 @dataclass(frozen=True, slots=True)
 class Encrypted:
-    """An encrypted event: the bot cannot read it (no E2EE support)."""
+    """An encrypted event the bot cannot read (matrix.e2ee off)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An encrypted event that could not be decrypted (matrix.e2ee); `session` names the
+    group session it needed (one missing session usually covers several messages)."""
+
+    reason: str
+    session: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +167,8 @@ def translate_command(text: str, prefix: str) -> str:
 
 
 def file_of(content: dict[str, Any]) -> FileRef | None:
-    url = content.get("url")
+    key = as_dict(content.get("file")) or None
+    url = key.get("url") if key is not None else content.get("url")
     if content.get("msgtype") not in FILE_TYPES or not isinstance(url, str):
         return None
     info = as_dict(content.get("info"))
@@ -163,7 +176,7 @@ def file_of(content: dict[str, Any]) -> FileRef | None:
     mime = info.get("mimetype")
     name = content.get("filename") or content.get("body") or "file"
     return FileRef(url, str(name), size if isinstance(size, int) else None,
-                   mime if isinstance(mime, str) else None)
+                   mime if isinstance(mime, str) else None, key)
 
 
 def text_of(content: dict[str, Any], me: Identity, prefix: str) -> str:

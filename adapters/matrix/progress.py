@@ -22,6 +22,7 @@ from mautrix.client import ClientAPI
 from mautrix.errors import MatrixConnectionError, MatrixRequestError
 from mautrix.types import EventID, RoomID
 
+from picobridge.adapters.common import live
 from picobridge.adapters.common.drafts import DraftQueue, DraftText
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.matrix.client import LimitExceeded
@@ -47,8 +48,10 @@ def draft_markdown(text: str, more: bool) -> str:
     return text + " …" if more or text else text
 
 
-class LiveMessage:
-    """A message sent once, then edited to follow `source()`, at most once per interval."""
+class LiveMessage(live.LiveMessage[str, str]):
+    """A message following `source()`; `message_id` is its event id."""
+
+    FAILURES = FAILURES
 
     def __init__(self, put: Put, tasks: TaskSet, chat: ChatRef, reply_to: str | None,
                  direct: bool, source: Callable[[], str]) -> None:
@@ -56,63 +59,33 @@ class LiveMessage:
         self._chat = chat
         self._reply_to = reply_to
         self._direct = direct
-        self._source = source
-        self._shown: str | None = None
-        self._wake = asyncio.Event()
-        self._closed = asyncio.Event()
-        self.event_id: str | None = None
-        self.task = tasks.spawn(self._run(), name="matrix-live")
+        super().__init__(tasks, source, EDIT_INTERVAL, "matrix-live")
 
     @property
     def room(self) -> str:
         return self._chat.chat_id
 
-    def changed(self) -> None:
-        self._wake.set()
+    def render(self, text: str) -> str:
+        return text
 
-    def close(self) -> None:
-        self._closed.set()
-        self._wake.set()
+    def visible(self, view: str) -> bool:
+        return bool(view.strip())
 
-    async def finished(self, timeout: float = 10.0) -> str | None:
-        await asyncio.wait([self.task], timeout=timeout)
-        return self.event_id
+    def failed(self, exc: Exception, view: str) -> float | live.Then:
+        if isinstance(exc, LimitExceeded):
+            return exc.retry_after
+        log.debug("streamed message not updated (%s)", exc.__class__.__name__)
+        return EDIT_INTERVAL
 
-    async def _run(self) -> None:
-        while not self._closed.is_set():
-            await self._wake.wait()
-            self._wake.clear()
-            text = self._source()
-            if self._closed.is_set() or not text.strip() or text == self._shown:
-                continue
-            try:
-                await self._show(text)
-            except LimitExceeded as exc:
-                await self._pause(exc.retry_after)
-                self._wake.set()
-                continue
-            except FAILURES as exc:
-                log.debug("streamed message not updated (%s)", exc.__class__.__name__)
-                await self._pause(EDIT_INTERVAL)
-                self._wake.set()
-                continue
-            self._shown = text
-            await self._pause(EDIT_INTERVAL)
-
-    async def _show(self, text: str) -> None:
-        content = message_content(text)
-        if self.event_id is None:
+    async def show(self, view: str) -> None:
+        content = message_content(view)
+        if self.message_id is None:
             rel = relation(self._chat, self._reply_to, self._direct)
             if rel is not None:
                 content["m.relates_to"] = rel
-            self.event_id = await self._put(self._chat.chat_id, content)
+            self.message_id = await self._put(self._chat.chat_id, content)
         else:
-            await self._put(self._chat.chat_id, edit_content(self.event_id, content))
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._closed.wait()
+            await self._put(self._chat.chat_id, edit_content(self.message_id, content))
 
 
 @dataclass(slots=True)

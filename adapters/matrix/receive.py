@@ -19,7 +19,7 @@ import functools
 import json
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -58,13 +58,16 @@ GAP_PAGES = 20
 STALL_GRACE = 30.0
 
 Fatal = Callable[[str], None]
+# matrix.e2ee: what a /sync answer brings for the crypto machine, taken before the next one.
+CryptoStep = Callable[[dict[str, Any], list[JoinedRoom]], Awaitable[None]]
 
 
 class SyncLoop:
     def __init__(self, client: ClientAPI, bridge: BridgeLink, intake: RoomIntake,
                  rooms: Rooms, me: str, *, timeout: float, fatal: Fatal,
-                 connected: Callable[[bool], None]) -> None:
+                 connected: Callable[[bool], None], crypto: CryptoStep | None = None) -> None:
         self._client = client
+        self._crypto = crypto
         self._bridge = bridge
         self._intake = intake
         self._rooms = rooms
@@ -93,7 +96,7 @@ class SyncLoop:
                 since = self._since
                 data = await self._sync()
                 if data is not None:
-                    self._take(data, since)
+                    await self._take(data, since)
                 await self._commit()
         finally:
             self._up(False)
@@ -124,12 +127,16 @@ class SyncLoop:
         self._bridge.heard_from(PLATFORM)  # a completed sync, even an empty one
         return data
 
-    def _take(self, data: Any, since: str | None) -> None:
+    async def _take(self, data: Any, since: str | None) -> None:
         try:
             batch = parse_sync(data, self._me)
         except Malformed as exc:
             log.warning("a sync answer skipped: %s", exc)
             return
+        if self._crypto is not None:
+            # Room keys come as to-device events, which the next /sync's token deletes on
+            # the homeserver: into the crypto store first.
+            await self._crypto(data, batch.joined)
         if batch.skipped:
             log.warning("%d room(s) of a sync answer skipped: not of the expected shape",
                         batch.skipped)

@@ -3,7 +3,7 @@ more people), whether it is encrypted; and what it does with invitations and enc
 
 Invitations are accepted from allowed users only (the config's allow list and the operator's
 grants, through `BridgeLink.is_allowed`); any other is declined and logged. In an encrypted
-room the bot cannot read a word (no E2EE support): it says so once per room, remembered in the
+room the bot cannot read a word without matrix.e2ee: it says so once per room, remembered in the
 store so a restart does not repeat it.
 """
 
@@ -28,7 +28,8 @@ log = logging.getLogger("picobridge.matrix")
 ENCRYPTED_NOTICE = (
     "This room is end-to-end encrypted, and I cannot read encrypted messages: nothing you "
     "write here reaches me. Talk to me in a room without encryption (start a new chat with "
-    "me and leave encryption off); encryption cannot be turned off in this room.")
+    "me and leave encryption off; encryption cannot be turned off in this room), or ask my "
+    "operator to turn on end-to-end encryption (matrix.e2ee).")
 ENCRYPTED_CURSOR = "matrix.encrypted-notice.{room}"
 
 

@@ -36,7 +36,7 @@ from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.textsplit import iter_split_markdown
 from picobridge.adapters.matrix.client import LimitExceeded
 from picobridge.adapters.matrix.render import message_content, split
-from picobridge.adapters.matrix.uploads import UploadStep, file_content
+from picobridge.adapters.matrix.uploads import UploadStep, file_content, upload
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 
 log = logging.getLogger("picobridge.matrix")
@@ -168,9 +168,9 @@ class Sender:
                     edit: str | None) -> None:
         msgtype = "m.notice" if reply.kind in NOTICE_KINDS else "m.text"
         if isinstance(step, UploadStep):
-            content = await file_content(self._client, step.file)
+            content = await file_content(self._client, chat.chat_id, step.file)
         elif isinstance(step, FileStep):
-            content = await self._file_content(step.markdown)
+            content = await self._file_content(chat.chat_id, step.markdown)
         else:
             content = message_content(step.markdown, msgtype)
         if edit is not None and isinstance(step, TextStep):
@@ -192,11 +192,10 @@ class Sender:
         except (MatrixRequestError, MatrixConnectionError, aiohttp.ClientError) as exc:
             log.debug("draft %s not removed (%s)", event_id, exc.__class__.__name__)
 
-    async def _file_content(self, markdown: str) -> dict[str, Any]:
+    async def _file_content(self, room: str, markdown: str) -> dict[str, Any]:
         data = markdown.encode("utf-8")
-        uri = await self._client.upload_media(data, mime_type="text/markdown",
-                                              filename=FILE_NAME, size=len(data))
-        return {"msgtype": "m.file", "body": FILE_NAME, "filename": FILE_NAME, "url": str(uri),
+        where = await upload(self._client, room, data, "text/markdown", FILE_NAME)
+        return {"msgtype": "m.file", "body": FILE_NAME, "filename": FILE_NAME, **where,
                 "info": {"mimetype": "text/markdown", "size": len(data)}}
 
     async def put(self, room: str, content: dict[str, Any], outbox_id: int | None = None,

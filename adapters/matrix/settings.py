@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Literal
 
@@ -37,6 +38,12 @@ class MatrixSettings(Section):
     stream: bool = False
     max_chunks: PositiveInt = 4
     sync_timeout: PositiveFloat = 30.0
+    # End-to-end encryption with mautrix's crypto (the `e2ee` extra): keys in
+    # <state_dir>/matrix/crypto.db, messages in encrypted rooms read and answered encrypted.
+    e2ee: bool = False
+    # Seconds an encrypted message whose key has not arrived yet waits for it (and for the
+    # answer to a key request) before its sender is told it could not be read.
+    e2ee_key_wait: PositiveFloat = 10.0
 
     _no_placeholders = field_validator("access_token", "password")(
         lambda v, info: clean_secret(v, f"matrix.{info.field_name}")
@@ -79,4 +86,25 @@ class MatrixSettings(Section):
                              "matrix.password is set")
         if self.homeserver is None or self.user_id is None:
             raise ValueError("matrix needs matrix.homeserver and matrix.user_id")
+        if self.e2ee:
+            missing = missing_e2ee_modules()
+            if missing:
+                raise ValueError(
+                    f"matrix.e2ee needs the encryption extra ({', '.join(missing)} not "
+                    f"installed): pip install 'picobridge[e2ee]'")
         return self
+
+
+# What the `e2ee` extra brings: libolm's binding, mautrix's SQL crypto store (which imports
+# asyncpg even on SQLite) and the ciphers of encrypted attachments.
+E2EE_MODULES = ("olm", "asyncpg", "unpaddedbase64", "Crypto.Cipher.AES")
+
+
+def missing_e2ee_modules() -> list[str]:
+    missing = []
+    for name in E2EE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name.split(".")[0])
+    return missing

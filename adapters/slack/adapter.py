@@ -129,7 +129,8 @@ class SlackAdapter(Adapter):
                                        stream=s.stream)
         assert s.bot_token is not None
         files = SlackFiles(self._session, s.bot_token.get_secret_value(), s.file_hosts,
-                           self._policy, functools.partial(file_info, client))
+                           self._policy, functools.partial(file_info, client),
+                           platform=self.platform)
         self._inbound = SlackInbound(s, bridge, client, files, self._progress, self._tasks,
                                      self.platform)
         clicks = self._clicks = SlackClicks(bridge, client, self._asked, self._inbound.serial,

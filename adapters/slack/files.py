@@ -18,22 +18,16 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
-from picobridge.adapters.common.backoff import Backoff
+from picobridge.adapters.common.downloads import TransientDownloadError, with_retries
 from picobridge.contract import Attachment
 
 log = logging.getLogger("picobridge.slack.files")
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _MAX_REDIRECTS = 3
-_ATTEMPTS = 3
-RETRY_DELAY = 0.5  # doubled after each failed attempt
 _LOGIN_MARKERS = (b"signin_form", b"<title>sign in", b"data-qa=\"signin")
 
 FileInfo = Callable[[str], Awaitable[dict[str, Any]]]
-
-
-class TransientDownloadError(Exception):
-    """The file host failed in a way that may pass (5xx, network)."""
 
 
 def host_allowed(url: str, hosts: list[str]) -> bool:
@@ -60,8 +54,9 @@ def looks_like_login_page(body: bytes, content_type: str, declared_mime: str | N
 class SlackFiles:
     def __init__(self, session: aiohttp.ClientSession, token: str, hosts: list[str],
                  policy: AttachmentPolicy, file_info: FileInfo, *,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, platform: str = "slack") -> None:
         self._session = session
+        self._platform = platform  # the app's name as the bridge knows it: its media folder
         self._token = token
         self._hosts = hosts
         self._policy = policy
@@ -82,26 +77,11 @@ class SlackFiles:
         if not isinstance(url, str) or not url:
             raise AttachmentRefused(f"Slack gave me no download link for {name!r}.")
         mime = file.get("mimetype") if isinstance(file.get("mimetype"), str) else None
-        data = await self._download_with_retries(url, name, mime)
+        data = await with_retries(lambda: self._download(url, name, mime), name, "Slack", log)
         # An audio clip recorded in Slack says its length in milliseconds.
         millis = file.get("duration_ms")
-        return await asyncio.to_thread(self._policy.accept, "slack", name, data, mime,
+        return await asyncio.to_thread(self._policy.accept, self._platform, name, data, mime,
                                        millis / 1000 if isinstance(millis, int) else None)
-
-    async def _download_with_retries(self, url: str, name: str, mime: str | None) -> bytes:
-        backoff = Backoff(RETRY_DELAY)
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                return await self._download(url, name, mime)
-            except TransientDownloadError as exc:
-                log.warning("download of a Slack file failed (attempt %d/%d): %s", attempt,
-                            _ATTEMPTS, exc)
-                if attempt == _ATTEMPTS:
-                    raise AttachmentRefused(
-                        f"I could not download {name!r} from Slack right now; please send it "
-                        "again in a moment.") from None
-                await backoff.wait()
-        raise AssertionError("unreachable")
 
     async def _download(self, url: str, name: str, mime: str | None) -> bytes:
         for _ in range(_MAX_REDIRECTS + 1):

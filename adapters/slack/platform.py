@@ -4,10 +4,11 @@ adapter built on demand (slack-bolt is imported only then)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from picobridge.adapters.slack.settings import SlackAppSettings, SlackSettings
-from picobridge.contract import DEFAULT_BOT, Adapter, Platform, bot_platform
+from picobridge.contract import DEFAULT_BOT, Adapter, BridgeCommand, Platform, bot_platform
 
 # A person: U (or W, in Enterprise Grid), then capital letters and digits.
 MEMBER_ID = re.compile(r"[UW][A-Z0-9]+")
@@ -26,6 +27,7 @@ class SlackPlatform(Platform):
     enable_hint: ClassVar[str] = "slack.bot_token"
     bots_key: ClassVar[str | None] = "apps"
     user_example: ClassVar[str] = "U0123ABCD"
+    library_loggers: ClassVar[tuple[str, ...]] = ("slack_bolt", "slack_sdk")
 
     def active(self, section: SlackAppSettings) -> bool:
         return section.active
@@ -64,6 +66,11 @@ class SlackPlatform(Platform):
         if section.active and section.mode == "http":
             return "slack.mode = 'http'"
         return None
+
+    def manifest(self, section: SlackAppSettings, commands: Sequence[BridgeCommand]) -> str:
+        from picobridge.adapters.slack.manifest import manifest
+
+        return manifest(section.slash_command, commands)
 
     def adapter(self, settings: Any) -> Adapter:
         return self.bot_adapter(settings, bot_platform(self.name, DEFAULT_BOT),

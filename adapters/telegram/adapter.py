@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from telegram import Bot, BotCommand, Message, Update
+from telegram import Bot, Message, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import AIORateLimiter, ExtBot
 from telegram.request import BaseRequest, HTTPXRequest
@@ -27,7 +27,7 @@ from picobridge.adapters.common.buttons import Asked, QuestionMessages
 from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.buttons import Clicks, Closings, keyboard
-from picobridge.adapters.telegram.commands import COMMAND_NAMES, COMMANDS, command_menu
+from picobridge.adapters.telegram.commands import COMMAND_NAMES, Menus
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.http import AiohttpRequest
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
@@ -37,9 +37,9 @@ from picobridge.adapters.telegram.poll import Poller
 from picobridge.adapters.telegram.progress import ProgressDisplay
 from picobridge.adapters.telegram.send import Sender
 from picobridge.adapters.telegram.storage import StorageWait
-from picobridge.adapters.telegram.webhook import WebhookReceiver
 from picobridge.contract import (
     Adapter,
+    BridgeCommand,
     BridgeLink,
     ChatRef,
     DeliveryError,
@@ -99,6 +99,7 @@ class TelegramAdapter(Adapter):
         self._action_request: BaseRequest | None = None
         self._pipeline: Pipeline | None = None
         self._sender: Sender | None = None
+        self._menus: Menus | None = None
         self._progress: ProgressDisplay | None = None
         self._poller: Poller | None = None
         self._dispatcher = Dispatcher(self._handle)
@@ -164,6 +165,9 @@ class TelegramAdapter(Adapter):
             if app is None:
                 bridge.fatal(self.platform, "telegram.mode = 'webhook' needs http.listen")
                 return
+            # Only a webhook bot loads aiohttp's server (with http.listen the daemon has).
+            from picobridge.adapters.telegram.webhook import WebhookReceiver
+
             receiver = WebhookReceiver(self._dispatcher, self._webhook_secret(),
                                        lambda: bot if self._ready.is_set() else None,
                                        lambda: bridge.heard_from(self.platform))
@@ -228,9 +232,10 @@ class TelegramAdapter(Adapter):
                                   COMMAND_NAMES, self._scrub, storage=storage,
                                   clicked=clicks.handle, proxy=self._cfg.proxy_url,
                                   platform=self.platform)
+        self._menus = Menus(bot, self._scrub, self._sender.delivery_error)
         self._ready.set()
         log.info("connected to Telegram as @%s (%s mode)", identity.username, self._cfg.mode)
-        self._tasks.spawn(self._register_commands(bot), name="telegram-commands")
+        self._tasks.spawn(self._menus.register(bridge.commands()), name="telegram-commands")
         return True
 
     async def _connect(self, bridge: BridgeLink, bot: ExtBot[Any]) -> BotIdentity | None:
@@ -256,23 +261,6 @@ class TelegramAdapter(Adapter):
                 log.warning("Telegram answered getMe with something that is not a bot (%s); "
                             "retrying in %.0fs", exc.__class__.__name__, backoff.delay)
                 await backoff.wait()
-
-    async def _register_commands(self, bot: ExtBot[Any]) -> None:
-        # setMyCommands is rate limited hard; a daemon restarting in a loop must not call it.
-        try:
-            menu = command_menu(self._bridge.commands()) if self._bridge is not None \
-                else COMMANDS
-            current = [(c.command, c.description) for c in await bot.get_my_commands()]
-            if current == list(menu):
-                log.debug("bot commands already registered")
-                return
-            await bot.set_my_commands([BotCommand(name, text) for name, text in menu])
-            log.info("bot commands registered")
-        except TelegramError as exc:
-            log.warning("could not register the bot's commands: %s", self._scrub(str(exc)))
-        except UNREADABLE as exc:
-            log.warning("could not register the bot's commands: an answer of the wrong shape "
-                        "(%s)", exc.__class__.__name__)
 
     async def _drop_webhook(self, bot: ExtBot[Any]) -> None:
         # getUpdates is refused while a webhook is set (e.g. after switching modes): a 409
@@ -334,13 +322,16 @@ class TelegramAdapter(Adapter):
 
     # -- the adapter contract -----------------------------------------------------------------
 
-    async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
+    async def _connected(self) -> None:
         # The outbox may start sending what a previous run left before we are connected.
         try:
             async with asyncio.timeout(READY_WAIT):
                 await self._ready.wait()
         except TimeoutError:
             raise DeliveryError("not connected to Telegram yet") from None
+
+    async def send_reply(self, chat: ChatRef, reply: OutgoingReply) -> None:
+        await self._connected()
         assert self._sender is not None and self._progress is not None
         draft = None
         if reply.kind in (ReplyKind.ANSWER, ReplyKind.ERROR):
@@ -363,6 +354,14 @@ class TelegramAdapter(Adapter):
 
     async def dialog_closed(self, chat: ChatRef, closed: DialogClosed) -> None:
         await self._closings.closed(self._bot, closed)
+
+    chat_menus = True
+
+    async def show_commands(self, chat: ChatRef,
+                            commands: tuple[BridgeCommand, ...] | None) -> None:
+        await self._connected()
+        assert self._menus is not None
+        await self._menus.show(chat, commands)
 
     async def verify(self) -> str:
         try:

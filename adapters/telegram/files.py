@@ -39,8 +39,10 @@ STREAM_TIMEOUT = httpx.Timeout(20.0, connect=10.0)
 
 class Fetcher:
     def __init__(self, bot: Bot, policy: AttachmentPolicy, storage: StorageWait,
-                 scrub: Callable[[str], str], proxy: str | None = None) -> None:
+                 scrub: Callable[[str], str], proxy: str | None = None,
+                 platform: str = PLATFORM) -> None:
         self._bot = bot
+        self._platform = platform  # the bot's name as the bridge knows it: its media folder
         self._proxy = proxy
         self._policy = policy
         self._storage = storage
@@ -120,7 +122,7 @@ class Fetcher:
 
     async def _save(self, ref: MediaRef, data: bytes) -> Attachment:
         try:
-            return await asyncio.to_thread(self._policy.accept, PLATFORM, ref.name, data,
+            return await asyncio.to_thread(self._policy.accept, self._platform, ref.name, data,
                                            ref.mime, ref.duration)
         except OSError as exc:
             if disk_outage(exc):

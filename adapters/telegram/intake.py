@@ -89,7 +89,7 @@ class Pipeline:
         self._notify = notify
         self._commands = tuple(commands)
         self._storage = storage if storage is not None else StorageWait(hold=True)
-        self._fetcher = Fetcher(bot, policy, self._storage, scrub, proxy)
+        self._fetcher = Fetcher(bot, policy, self._storage, scrub, proxy, platform)
 
     async def handle(self, updates: Sequence[Update]) -> None:
         """One update, or all parts of one album; returns once the bridge has committed it or

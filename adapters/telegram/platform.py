@@ -24,6 +24,7 @@ class TelegramPlatform(Platform):
     enable_hint: ClassVar[str] = "telegram.token"
     bots_key: ClassVar[str | None] = "bots"
     user_example: ClassVar[str] = "123456789"
+    library_loggers: ClassVar[tuple[str, ...]] = ("telegram", "httpx", "httpcore")
 
     def active(self, section: TelegramBotSettings) -> bool:
         return section.active

@@ -21,6 +21,7 @@ from telegram import Bot, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, RetryAfter, TelegramError
 
+from picobridge.adapters.common import live
 from picobridge.adapters.common.drafts import DraftQueue, DraftText
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
@@ -69,11 +70,10 @@ def plain(text: str) -> TelegramChunk:
     return TelegramChunk(visible(text), ())
 
 
-class LiveMessage:
-    """A message sent once and then edited to follow `source()`, at most once per `interval`.
-    `changed()` only marks an edit as due (one pending edit, whatever changed since, the latest
-    text wins); the source is read and rendered when the edit is made, so a fast stream costs
-    one render per edit, not one per delta."""
+class LiveMessage(live.LiveMessage[TelegramChunk, int]):
+    """A message following `source()`, rendered by `render` (plain text unless told)."""
+
+    FAILURES = (TelegramError,)
 
     def __init__(self, bot: Bot, tasks: TaskSet, target: Target,
                  reply: ReplyParameters | None, interval: float, scrub: Callable[[str], str],
@@ -82,77 +82,43 @@ class LiveMessage:
         self._bot = bot
         self._target = target
         self._reply = reply
-        self._interval = interval
         self._scrub = scrub
-        self._source = source
         self._render = render
-        self._shown: TelegramChunk | None = None
-        self._wake = asyncio.Event()
-        self._closed = asyncio.Event()
-        self.message_id: int | None = None
-        self.task = tasks.spawn(self._run(), name="telegram-live")
+        super().__init__(tasks, source, interval, "telegram-live")
 
-    def changed(self) -> None:
-        self._wake.set()
+    def render(self, text: str) -> TelegramChunk:
+        return self._render(text)
 
-    def close(self) -> None:
-        """Stop editing; a call in progress completes, so `message_id` is then final."""
-        self._closed.set()
-        self._wake.set()
+    def visible(self, view: TelegramChunk) -> bool:
+        return bool(view.text.strip())
 
-    async def finished(self, timeout: float = 10.0) -> int | None:
-        await asyncio.wait([self.task], timeout=timeout)
-        return self.message_id
+    def failed(self, exc: Exception, view: TelegramChunk) -> float | live.Then:
+        if isinstance(exc, RetryAfter):
+            return retry_seconds(exc)
+        if isinstance(exc, BadRequest):
+            if view.entities and self._render is not plain:
+                # Formatting refused: the rest of this draft goes as plain text.
+                self._render = plain
+                return 0.0
+            if "not modified" in exc.message.lower():
+                return live.Then.SHOWN
+            log.debug("live message stopped: %s", self._scrub(exc.message))
+            return live.Then.STOP
+        check_cancelled()
+        log.debug("live message update failed: %s", self._scrub(str(exc)))
+        return self._interval
 
-    async def _run(self) -> None:
-        while not self._closed.is_set():
-            await self._wake.wait()
-            self._wake.clear()
-            if self._closed.is_set():
-                continue
-            chunk = self._render(self._source())
-            if not chunk.text.strip() or chunk == self._shown:
-                continue
-            try:
-                await self._show(chunk)
-            except RetryAfter as exc:
-                await self._pause(retry_seconds(exc))
-                self._wake.set()
-                continue
-            except BadRequest as exc:
-                if chunk.entities and self._render is not plain:
-                    # Formatting refused: the rest of this draft goes as plain text.
-                    self._render = plain
-                    self._wake.set()
-                    continue
-                if "not modified" not in exc.message.lower():
-                    log.debug("live message stopped: %s", self._scrub(exc.message))
-                    return
-            except TelegramError as exc:
-                check_cancelled()
-                log.debug("live message update failed: %s", self._scrub(str(exc)))
-                await self._pause(self._interval)
-                self._wake.set()
-                continue
-            self._shown = chunk
-            await self._pause(self._interval)
-
-    async def _show(self, chunk: TelegramChunk) -> None:
-        entities = chunk.entities or None
+    async def show(self, view: TelegramChunk) -> None:
+        entities = view.entities or None
         if self.message_id is None:
             sent = await self._bot.send_message(
-                self._target.chat_id, chunk.text, entities=entities,
+                self._target.chat_id, view.text, entities=entities,
                 message_thread_id=self._target.thread, reply_parameters=self._reply)
             self.message_id = sent.message_id
         else:
             await self._bot.edit_message_text(
-                chunk.text, chat_id=self._target.chat_id, message_id=self.message_id,
+                view.text, chat_id=self._target.chat_id, message_id=self.message_id,
                 entities=entities)
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._closed.wait()
 
     async def delete(self) -> None:
         self.close()

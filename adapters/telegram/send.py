@@ -195,7 +195,7 @@ class Sender:
                         self._step, target, step, part, sending))
             except TelegramError as exc:
                 check_cancelled()
-                raise self._delivery_error(exc) from None
+                raise self.delivery_error(exc) from None
 
     async def _step(self, target: Target, step: Step, part: _Part,
                     sending: MultipartSend) -> None:
@@ -292,7 +292,7 @@ class Sender:
             log.debug("streamed message %d not deleted: %s", message_id,
                       self._scrub(exc.message))
 
-    def _delivery_error(self, exc: TelegramError) -> DeliveryError:
+    def delivery_error(self, exc: TelegramError) -> DeliveryError:
         if isinstance(exc, RetryAfter):
             wait = retry_seconds(exc)
             return DeliveryError(f"Telegram flood control: retry after {wait:g}s",

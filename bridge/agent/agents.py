@@ -57,6 +57,12 @@ class AgentSet:
         # going to an agent that never had their conversation.
         return pool.place(session, busy) if pool is not None else None
 
+    def has_room(self, busy: Mapping[str, int], agent: str | None = None) -> bool:
+        if agent is None:
+            return any(pool.has_room(busy) for pool in self._pools.values())
+        pool = self._pools.get(agent)
+        return pool is not None and pool.has_room(busy)
+
     # -- PoolStatus ------------------------------------------------------------------------
 
     def infos(self, agent: str | None = None) -> list[WorkerInfo]:

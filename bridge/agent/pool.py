@@ -86,6 +86,9 @@ class WorkerPool:
                 self._on_assign(session, chosen.name)
         return chosen
 
+    def has_room(self, busy: Mapping[str, int]) -> bool:
+        return self._roomiest(busy) is not None
+
     @property
     def capabilities(self) -> Capabilities:
         return self._capabilities

@@ -254,6 +254,11 @@ class AgentPool(Protocol):
         """
         ...
 
+    def has_room(self, busy: Mapping[str, int], agent: str | None = None) -> bool:
+        """Whether some ready worker (of `agent`; None: of any agent) could take a turn now:
+        when none can, `place` would say wait for every session, and is not asked."""
+        ...
+
     @property
     def workers(self) -> Sequence[Worker]: ...
 

@@ -194,7 +194,7 @@ def check_command(invocation: Invocation) -> int:
 def _routes(report: _Report, settings: Settings) -> None:
     """Every route names a defined agent (the config model refuses others); say which can
     never match because an earlier one takes all their chats."""
-    from picobridge.cli.wiring import build_routing
+    from picobridge.cli.routing import build_routing
 
     if not settings.routes:
         return

@@ -40,5 +40,6 @@ class Invocation:
             settings = with_echo_agent(settings)
         level = settings.log.level
         setup_logging(level if self.args.command == "run" or level == "DEBUG" else "WARNING",
-                      self.secrets)
+                      self.secrets,
+                      [name for p in settings.platforms.values() for name in p.library_loggers])
         return settings

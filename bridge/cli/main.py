@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "forget": "picobridge.cli.erasure:forget_command",
     "export": "picobridge.cli.erasure:export_command",
     "init": "picobridge.cli.init:init_command",
+    "manifest": "picobridge.cli.manifest:manifest_command",
     "echo-agent": "picobridge.cli.echo_agent:echo_agent_command",
 }
 
@@ -93,7 +94,10 @@ def _unexpected(exc: Exception, invocation: Invocation) -> int:
                  or invocation.args.command == "run")
     if debugging:
         if not logging.getLogger().handlers:
-            setup_logging("DEBUG", secrets)
+            from picobridge.adapters.registry import platforms
+
+            setup_logging("DEBUG", secrets,
+                          [name for p in platforms().values() for name in p.library_loggers])
         log.critical("unexpected error", exc_info=exc)
     where = "above" if debugging else "in the log with PICOBRIDGE_LOG__LEVEL=DEBUG"
     print(f"picobridge: unexpected error: {exc.__class__.__name__}: "

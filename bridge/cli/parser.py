@@ -203,6 +203,13 @@ def _setup_commands(commands: _Commands) -> None:
         init                (as root: /etc/picobridge/config.toml)""", options=False)
     init.add_argument("path", nargs="?", type=Path, metavar="PATH", help="where to write it")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    manifest = commands.add("manifest", "print a bot's app manifest (Slack)", """
+        Print the app manifest of BOT (`slack`, or `slack@NAME` for one of [[slack.apps]])
+        to paste into the platform's app settings: its slash command by the configured name,
+        listing the commands of every agent the bot's routes can reach.""", """
+        manifest slack
+        manifest slack@work > work-manifest.yml""")
+    manifest.add_argument("bot", metavar="BOT", help="the bot, as `sessions list` names it")
     commands.add("echo-agent", "the built-in test agent (picobot's JSON channel)", """
         A stand-in for `picobot agent --json` that answers without a model: it echoes,
         recalls the session's last message ("What did I just say?"), lists attachments and

@@ -12,7 +12,7 @@ import signal
 import socket
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from picobridge import exit_codes
 from picobridge.adapters.registry import allow_lists
@@ -21,9 +21,12 @@ from picobridge.agent.filestore import OutboundFiles
 from picobridge.agent.pool import WorkerPool
 from picobridge.agent.protocols import driver_class
 from picobridge.agent.worker import AgentWorker
+from picobridge.cli.affinity import AffinityRecorder
 from picobridge.cli.errors import CliError
+from picobridge.cli.routing import build_routing
+from picobridge.cli.signals import Signals
 from picobridge.config.settings import Settings
-from picobridge.contract import DEFAULT_AGENT, Adapter
+from picobridge.contract import DEFAULT_AGENT, Adapter, catalogue
 from picobridge.core.access import AccessPolicy
 from picobridge.core.answers import Answers
 from picobridge.core.choices import SessionChoices
@@ -32,27 +35,28 @@ from picobridge.core.controls import AgentControls, Exports
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.history import History
 from picobridge.core.intake import Intake
+from picobridge.core.menus import ChatMenus
 from picobridge.core.modes import BusyModes
+from picobridge.core.orphans import Orphans
 from picobridge.core.outbox import Outbox
 from picobridge.core.quotas import Quotas
 from picobridge.core.retries import Retries
 from picobridge.core.revocation import Revocations
 from picobridge.core.router import Router
-from picobridge.core.routes import Route, Routing
 from picobridge.core.speech import speaker, transcriber
 from picobridge.core.switching import AgentSwitch
 from picobridge.core.voice import VoiceInbox, VoiceOut
 from picobridge.ops import listen
 from picobridge.ops.fd_limit import raise_fd_limit
 from picobridge.ops.health import agent_grace_seconds
-from picobridge.ops.http_server import HttpServer
-from picobridge.ops.listener_guard import ListenerLimits
-from picobridge.ops.metrics import Metrics
 from picobridge.ops.operations import Operations, Sources
 from picobridge.ops.sdnotify import Notifier
 from picobridge.private import private_dir
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor
+
+if TYPE_CHECKING:
+    from picobridge.ops.http_server import HttpServer
 
 log = logging.getLogger("picobridge.daemon")
 
@@ -78,6 +82,8 @@ class Daemon:
     revocations: Revocations | None = None
     retries: Retries | None = None
     voice: VoiceInbox | None = None
+    orphans: Orphans | None = None
+    menus: ChatMenus | None = None
 
 
 def build_pool(settings: Settings, assigned: Mapping[str, str] | None = None,
@@ -118,38 +124,6 @@ def build_agents(settings: Settings, assigned: Mapping[str, str] | None = None,
                      for name in settings.named_agents()})
 
 
-def build_routing(settings: Settings, chosen: Mapping[str, str]) -> Routing:
-    routes = [Route(r.agent, r.platform, r.bot, tuple(r.chats) if r.chats is not None else None,
-                    frozenset(r.users) if r.users is not None else None, r.kind,
-                    tuple(r.switchable)) for r in settings.routes]
-    return Routing(routes, settings.bridge.default_agent, chosen)
-
-
-class AffinityRecorder:
-    """Stores each new session-to-worker assignment without holding up the dispatch that
-    made it (losing one to a failed write only costs that session its worker after a
-    restart)."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._writes: set[asyncio.Task[None]] = set()
-
-    def __call__(self, session: str, worker: str) -> None:
-        task = asyncio.create_task(self._write(session, worker), name="assign-worker")
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-
-    async def _write(self, session: str, worker: str) -> None:
-        try:
-            await self._store.assign_worker(session, worker)
-        except Exception as exc:
-            log.warning("could not store that session %s runs on worker %s (%s)", session,
-                        worker, exc.__class__.__name__)
-
-    async def settle(self) -> None:
-        await asyncio.gather(*self._writes, return_exceptions=True)
-
-
 def build_commands(settings: Settings, store: Store, router: Router, pool: AgentSet,
                    choices: SessionChoices, quotas: Quotas, switch: AgentSwitch) -> Commands:
     models = {name: agent.models for name, agent in settings.named_agents().items()}
@@ -182,23 +156,36 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     turn_timeouts={name: a.turn_timeout for name, a in agents.items()},
                     answers=answers, choices=choices)
     voice_in = VoiceInbox(transcriber(voice), store, router.arrive_soon, voice.timeout)
-    http = HttpServer(settings.http.listen, ListenerLimits(
-        settings.http.max_connections, settings.http.header_timeout,
-        settings.http.body_timeout)) if settings.http.listen else None
+    http = _http_server(settings)
     limits = settings.limits
     quotas = Quotas(store, limits.messages_per_hour, limits.messages_per_day,
                     limits.exempt_users)
     routing = build_routing(settings, await store.chosen_agents())
-    switch = AgentSwitch(store, routing)
+    menus = ChatMenus(store, by_platform, lambda a: catalogue(pool.capabilities(a).commands),
+                      settings.bridge.default_agent)
+    switch = AgentSwitch(store, routing, menus)
     commands = build_commands(settings, store, router, pool, choices, quotas, switch)
     access = AccessPolicy(store, allow_lists(settings))
     intake = Intake(store, router, outbox, access, commands, pool, http.app if http else None,
                     tell_after={name: a.restart_budget for name, a in agents.items()},
                     tasks=tasks, dialogs=dialogs, routing=routing, quotas=quotas,
-                    switch=switch, voice=voice_in)
+                    voice=voice_in, menus=menus)
+    orphans = Orphans(store, routing, pool.names, outbox)
     return Daemon(settings, store, outbox, router, pool, intake, by_platform, tasks, affinity,
                   http, Revocations(store, router, access, dialogs),
-                  Retries(store, router, outbox), voice_in)
+                  Retries(store, router, outbox, orphans=orphans), voice_in, orphans, menus)
+
+
+def _http_server(settings: Settings) -> HttpServer | None:
+    """The listener of http.listen; without one, aiohttp's server is never loaded."""
+    http = settings.http
+    if not http.listen:
+        return None
+    from picobridge.ops.http_server import HttpServer
+    from picobridge.ops.listener_guard import ListenerLimits
+
+    return HttpServer(http.listen, ListenerLimits(http.max_connections, http.header_timeout,
+                                                  http.body_timeout))
 
 
 def outbound_files(settings: Settings) -> OutboundFiles:
@@ -241,6 +228,8 @@ async def start(daemon: Daemon) -> None:
         # Outbox first: what the last run left undelivered goes out before anything the
         # router stores while it loads (a give-up notice), and is not read back a second time.
         await daemon.outbox.start()
+        if daemon.orphans is not None:
+            await daemon.orphans.adopt_waiting()
         await daemon.router.start()
         daemon.pool.start(daemon.router)
         daemon.tasks.start("outage-notices", daemon.intake.watch_outages)
@@ -282,6 +271,8 @@ async def stop(daemon: Daemon) -> None:
     await daemon.pool.stop()
     await daemon.affinity.settle()
     await daemon.outbox.stop(grace)
+    if daemon.menus is not None:
+        await daemon.menus.stop()
     for adapter in daemon.adapters.values():
         try:
             await adapter.stop()
@@ -290,48 +281,6 @@ async def stop(daemon: Daemon) -> None:
     if daemon.http is not None:
         await daemon.http.stop()
     await daemon.tasks.stop()
-
-
-class Signals:
-    """SIGTERM/SIGINT stop the daemon in order; a second one while stopping is acknowledged
-    and the orderly stop goes on; a third forces the exit. SIGHUP is ignored (nothing is
-    reloaded: restart to apply a changed config), with a log line."""
-
-    FORCE_AFTER = 3
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.stop_requested = asyncio.Event()
-        self.first: signal.Signals | None = None  # the signal that asked for the stop
-        self._count = 0
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._loop.add_signal_handler(sig, self._stop, sig)
-        self._loop.add_signal_handler(signal.SIGHUP, self._hangup)
-
-    def remove(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            self._loop.remove_signal_handler(sig)
-
-    def _stop(self, sig: signal.Signals) -> None:
-        self._count += 1
-        if self._count == 1:
-            log.info("%s received: stopping", sig.name)
-            self.first = sig
-            self.stop_requested.set()
-        elif self._count < self.FORCE_AFTER:
-            log.warning("%s received again: already stopping in order (replies in flight are "
-                        "finished or kept); one more forces the exit", sig.name)
-        else:
-            log.critical("%s received a third time: exiting now; everything not yet answered "
-                         "is kept and answered after the next start", sig.name)
-            logging.shutdown()
-            os._exit(exit_codes.FAILURE)
-
-    def _hangup(self) -> None:
-        log.warning("SIGHUP ignored: picobridge reloads nothing; restart it to apply a changed "
-                    "configuration")
 
 
 async def run(
@@ -344,9 +293,12 @@ async def run(
     """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
     raise_fd_limit()
     daemon = await assemble(settings, store, adapters)
-    ops = Operations(sources(daemon), Notifier(os.environ), Metrics(daemon.adapters))
+    views = sources(daemon)
+    ops = Operations(views, Notifier(os.environ))
     if daemon.http is not None:
-        ops.add_routes(daemon.http.app)
+        from picobridge.ops.endpoints import add_routes  # with aiohttp's server, metrics
+
+        add_routes(daemon.http.app, views, daemon.adapters)
     signals = Signals(asyncio.get_running_loop())
     signals.install()
     code = exit_codes.OK

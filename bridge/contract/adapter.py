@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from picobridge.contract.commands import BridgeCommand
 from picobridge.contract.dialogs import DialogClosed
 from picobridge.contract.link import BridgeLink
 from picobridge.contract.messages import ChatRef, Outcome, OutgoingReply, ProgressEvent
@@ -14,6 +15,9 @@ class Adapter(ABC):
 
     # The name the bridge knows it by: the platform, or one bot of it (contract/names.py).
     platform: str
+    # Whether one chat can be given a command menu of its own (`show_commands`): the bridge
+    # then keeps each chat's menu to what its agent offers.
+    chat_menus: bool = False
 
     @abstractmethod
     async def start(self, bridge: BridgeLink) -> None:
@@ -49,6 +53,17 @@ class Adapter(ABC):
         was sent (the outbox still at it, e.g. through a 429), or for a question that had no
         buttons.
         """
+        return None
+
+    async def show_commands(self, chat: ChatRef,
+                            commands: tuple[BridgeCommand, ...] | None) -> None:
+        """Give `chat` (a chat, never a thread: menus belong to the chat) a command menu of
+        its own with `commands` (in menu order, listed or not), or None: the bot's own menu
+        (`BridgeLink.commands()`) again. Only called where `chat_menus` is set, when the
+        chat's agent offers other commands than the menu it shows; what it set is stored,
+        so a restart does not ask again. Raise DeliveryError when it did not take (with
+        `retry_after` when the platform said when to try again; `permanent` when it never
+        will): it is tried again later, in the background."""
         return None
 
     async def verify(self) -> str:

@@ -82,6 +82,14 @@ class BridgeLink(Protocol):
         menu order, listed or not: what a command menu or command help offers."""
         ...
 
+    def offered_commands(self, platform: str, kind: str | None = None
+                         ) -> tuple[BridgeCommand, ...]:
+        """Every command some chat of the bot `platform` (of `kind` if given: "private",
+        "group") may be offered: those of each agent its routes can reach (their own and the
+        switchable ones), in menu order. For platforms whose command lists cannot follow each
+        chat; the bridge answers a command the chat's own agent lacks with a word saying so."""
+        ...
+
     async def stop_running(self, name: str) -> None:
         """Stop a loop started with `keep_running` for good (the adapter is stopping)."""
         ...

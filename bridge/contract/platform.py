@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from picobridge.contract.adapter import Adapter
+from picobridge.contract.commands import BridgeCommand
 from picobridge.contract.names import DEFAULT_BOT, bot_platform
 
 if TYPE_CHECKING:
@@ -33,6 +34,9 @@ class Platform(ABC):
     # The section's list of further bots (`bots` for `[[<name>.bots]]`), each a model with a
     # `name` and the section's keys; None for a platform of one bot.
     bots_key: ClassVar[str | None] = None
+    # The loggers of its libraries, held at WARNING whatever log.level says: at INFO and
+    # DEBUG they log request URLs (tokens in them) and whole payloads (users' messages).
+    library_loggers: ClassVar[tuple[str, ...]] = ()
 
     def bots(self, section: Any) -> dict[str, Any]:
         """Every bot the section configures, by the name the bridge knows it by
@@ -84,6 +88,13 @@ class Platform(ABC):
             if hasattr(value, "get_secret_value"):
                 found.append(str(value.get_secret_value()))
         return found
+
+    def manifest(self, section: Any, commands: Sequence[BridgeCommand]) -> str | None:
+        """The app manifest an operator gives the platform for this bot (`section`), where
+        its commands are declared there rather than by the bot (`picobridge manifest`):
+        listing `commands`, what the agents the bot's routes reach offer. None: the platform
+        has none."""
+        return None
 
     @abstractmethod
     def adapter(self, settings: Settings) -> Adapter:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from picobridge.contract import ChatRef, Dialog, OutboundFile
+from picobridge.contract import ChatRef, OutboundFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,8 +18,6 @@ class CommandReply:
     title: str = ""
     chosen: Callable[[str], Awaitable[str]] | None = None
     files: tuple[OutboundFile, ...] = ()  # stored under state_dir already (/export)
-    # A menu with buttons of its own (/agent's): shown as a question with this dialog.
-    dialog: Dialog | None = None
 
 
 # A command's handler: (its argument, the chat, the chat's agent) -> its answer.

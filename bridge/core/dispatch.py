@@ -5,6 +5,7 @@ intake, the agent's events, the end of turns)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Callable
 
@@ -30,6 +31,8 @@ class Dispatcher:
     _idle: asyncio.Event
     _progress: ProgressRelay
     _recording: set[asyncio.Task[None]]
+    _writers: dict[str, asyncio.Task[None]]  # per worker name: the task handing it turns
+    _to_write: dict[str, collections.deque[Turn]]  # what each of them has still to hand over
     _turn_timeout: float
     _turn_timeouts: dict[str, float]
     _clock: Callable[[], float]
@@ -57,24 +60,42 @@ class Dispatcher:
             # these messages is stored only after it, and whatever puts them back in the
             # queue waits for it first (_recorded).
             self._record_dispatch([i for turn in turns for i in turn.ids])
-            await self._start_all(turns)
+            self._hand_over(turns)
 
-    async def _start_all(self, turns: list[Turn]) -> None:
-        """Hand a wave's turns to their workers: one after another on a worker (its pipe takes
-        one write at a time), side by side across workers, so one slow agent (a session
-        switch, a full pipe) does not hold up the others."""
-        by_worker: dict[str, list[Turn]] = {}
+    def _hand_over(self, turns: list[Turn]) -> None:
+        """Queue a wave's turns on their workers' writers: one after another on a worker (its
+        pipe takes one write at a time), each worker on its own and the dispatch loop on to
+        the next wave at once, so a worker slow to take a turn (a session switch, a full pipe
+        of an agent that stopped reading) holds up only the turns placed on it."""
         for turn in turns:
-            by_worker.setdefault(turn.worker.name, []).append(turn)
+            name = turn.worker.name
+            self._to_write.setdefault(name, collections.deque()).append(turn)
+            if name not in self._writers:
+                self._writers[name] = asyncio.create_task(self._write_turns(name),
+                                                          name=f"turns-to-{name}")
 
-        async def in_turn(queue: list[Turn]) -> None:
-            for turn in queue:
-                await self._start(turn)
+    async def _write_turns(self, name: str) -> None:
+        queue = self._to_write[name]
+        try:
+            while queue:
+                turn = queue.popleft()
+                try:
+                    await self._start(turn)
+                except Exception:
+                    log.exception("handing a turn to worker %s failed; it waits for another "
+                                  "try", name)
+                    await self._not_written(turn)
+        finally:
+            del self._writers[name]
+            if not queue:
+                del self._to_write[name]
 
-        if len(by_worker) == 1:
-            await in_turn(turns)
-        else:
-            await asyncio.gather(*(in_turn(queue) for queue in by_worker.values()))
+    async def _stop_writers(self) -> None:
+        """Stop handing over turns (the daemon is stopping): those not begun stay unsent."""
+        writers = list(self._writers.values())
+        for task in writers:
+            task.cancel()
+        await asyncio.gather(*writers, return_exceptions=True)
 
     def _claim(self) -> list[Turn]:
         """Take the next batch of each waiting lane whose session can start now.
@@ -86,11 +107,18 @@ class Dispatcher:
         """
         turns: list[Turn] = []
         skipped = []
-        while (lane := self._lanes.next_waiting()) is not None:
-            worker = self._agents.place(lane.queue[0].session_id, self._busy,
-                                        lane.queue[0].agent)
+        full: set[str] = set()  # agents none of whose workers has room now
+        # Every arrival and every turn's end wakes the loop: while no worker has room, the
+        # waiting lanes are not asked for one by one (each would be told to wait).
+        while self._agents.has_room(self._busy) \
+                and (lane := self._lanes.next_waiting()) is not None:
+            first = lane.queue[0]
+            worker = None if first.agent in full \
+                else self._agents.place(first.session_id, self._busy, first.agent)
             if worker is None:
                 skipped.append(lane)
+                if not self._agents.has_room(self._busy, first.agent):
+                    full.add(first.agent)
                 continue
             batch = [with_attempt(m) for m in self._lanes.take_batch(lane)]
             now = self._clock()
@@ -142,14 +170,17 @@ class Dispatcher:
         try:
             await turn.worker.send(AgentRequest(session, text, attachments, settings))
         except AgentUnavailable:
-            if self._turns.get(session) is not turn:
-                return  # lost during the write: worker_lost has requeued it already
-            # The worker went away between placing and writing: not this message's fault, so
-            # put it back without counting the attempt.
-            self._end_turn(turn, Outcome.REQUEUED)
-            self._put_back(turn, [with_attempt(m, -1) for m in turn.messages])
-            await self._recorded()
-            await self._store.requeue(turn.ids, refund=True)
+            await self._not_written(turn)
+
+    async def _not_written(self, turn: Turn) -> None:
+        if self._turns.get(turn.session) is not turn:
+            return  # lost during the write: worker_lost has requeued it already
+        # The worker went away between placing and writing: not this message's fault, so
+        # put it back without counting the attempt.
+        self._end_turn(turn, Outcome.REQUEUED)
+        self._put_back(turn, [with_attempt(m, -1) for m in turn.messages])
+        await self._recorded()
+        await self._store.requeue(turn.ids, refund=True)
 
     async def _timeout_loop(self) -> None:
         period = min(1.0, self._turn_timeout / 4, *(t / 4 for t in self._turn_timeouts.values()))

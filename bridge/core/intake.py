@@ -10,8 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from picobridge.agent.port import PoolStatus
 from picobridge.contract import (
@@ -30,16 +29,19 @@ from picobridge.core.command_reply import CommandReply
 from picobridge.core.commands import Commands, parse_command
 from picobridge.core.dialogs import Dialogs
 from picobridge.core.liveness import Liveness
+from picobridge.core.menus import ChatMenus
 from picobridge.core.outbox import Outbox
 from picobridge.core.quotas import Quotas, refusal_text
 from picobridge.core.router import Router
 from picobridge.core.routes import Routing
 from picobridge.core.stats import IntakeStats, bump
 from picobridge.core.storage import StorageGuard
-from picobridge.core.switching import AgentSwitch
 from picobridge.core.voice import VoiceInbox
 from picobridge.store import Store
 from picobridge.supervision import TaskSupervisor, keep
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger("picobridge.intake")
 
@@ -57,13 +59,13 @@ class Intake:
                  *, tell_after: float | Mapping[str, float] = float("inf"),
                  tasks: TaskSupervisor | None = None, dialogs: Dialogs | None = None,
                  routing: Routing | None = None, quotas: Quotas | None = None,
-                 switch: AgentSwitch | None = None, voice: VoiceInbox | None = None) -> None:
+                 voice: VoiceInbox | None = None, menus: ChatMenus | None = None) -> None:
         """A message arriving after no worker of its agent has been ready for `tell_after`
         seconds (per agent: its restart budget) gets a notice, once per chat and outage, so
-        its sender knows it waits. `routing` picks each message's agent; `switch` takes the
-        clicks of /agent's buttons. With `voice`, a voice message is transcribed before it
-        joins its chat's queue."""
-        self._switch = switch
+        its sender knows it waits. `routing` picks each message's agent. With `voice`, a voice
+        message is transcribed before it joins its chat's queue. `menus` keeps each chat's
+        command menu to its agent's."""
+        self._menus = menus
         self._app = app
         self._agents = agents
         self._tell_after = tell_after
@@ -113,6 +115,8 @@ class Intake:
                     message.reply_to, private_to=message.sender_id)))
             return SubmitResult.DENIED
         agent = self._routing.agent_for(chat, message.sender_id, message.chat_kind)
+        if self._menus is not None:
+            await self._menus.agent_is(chat, agent)
         command = parse_command(message.text) if not message.attachments else None
         if command is not None:
             return await self._command(*command, message, agent)
@@ -236,7 +240,7 @@ class Intake:
         """Store a command's answer with the command (`first`) or after it, and send it."""
         chat = message.chat
         menu = bool(reply.options and reply.chosen is not None and self._dialogs is not None)
-        kind = ReplyKind.QUESTION if menu or reply.dialog is not None else ReplyKind.NOTICE
+        kind = ReplyKind.QUESTION if menu else ReplyKind.NOTICE
         if first and not reply.files:
             stored = await self._store.record_command(message, reply.text, kind)
         else:
@@ -255,7 +259,7 @@ class Intake:
                                          self._menu_choice(message, reply))
             self._outbox.deliver(stored, dialog=dialog)
         else:
-            self._outbox.deliver(stored, dialog=reply.dialog)  # /agent's own menu, if any
+            self._outbox.deliver(stored)
 
     def _menu_choice(self, message: InboundMessage, reply: CommandReply
                      ) -> Callable[[str], Awaitable[None]]:
@@ -275,6 +279,11 @@ class Intake:
         agent = self._routing.agent_for(chat) if chat is not None \
             else self._routing.default_agent
         return catalogue(self._commands.capabilities(agent).commands)
+
+    def offered_commands(self, platform: str, kind: str | None = None
+                         ) -> tuple[BridgeCommand, ...]:
+        return catalogue({name for agent in self._routing.reachable(platform, kind)
+                          for name in self._commands.capabilities(agent).commands})
 
     async def _typed_answer(self, message: InboundMessage, agent: str) -> SubmitResult:
         """The chat's open question takes this message as its answer, not the agent."""
@@ -303,9 +312,6 @@ class Intake:
             allowed = await self._access.allowed(chat.platform, user_id)
         if not allowed:
             return None
-        if self._switch is not None and self._switch.owns(dialog_id):
-            async with self._storage.writing("switching agent"):
-                return await self._switch.clicked(dialog_id, chat, answer)
         if self._dialogs is None:
             return None
         return await self._dialogs.answer(dialog_id, chat, answer)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from picobridge.core.orphans import Orphans
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.store import Store
@@ -16,11 +17,12 @@ log = logging.getLogger("picobridge.router")
 
 class Retries:
     def __init__(self, store: Store, router: Router, outbox: Outbox,
-                 every: float = 1.0) -> None:
+                 every: float = 1.0, orphans: Orphans | None = None) -> None:
         self._store = store
         self._router = router
         self._outbox = outbox
         self._every = every
+        self._orphans = orphans  # a message of an agent no longer configured goes elsewhere
 
     async def watch(self) -> None:
         while True:
@@ -29,6 +31,8 @@ class Retries:
 
     async def take_up(self) -> int:
         messages, replies = await self._store.take_retries()
+        if self._orphans is not None and messages:
+            messages = await self._orphans.rehome(messages)
         for message in messages:
             self._router.enqueue(message)
         for reply in replies:

@@ -9,6 +9,7 @@ when both agree; anything else is an unsolicited answer, found its chat through 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -89,6 +90,8 @@ class Router(Dispatcher, Reservations, BusyHandling):
         self._answers = answers if answers is not None else Answers(store, outbox)
         self._dialogs = dialogs if dialogs is not None else Dialogs(store, outbox, 300.0)
         self._recording: set[asyncio.Task[None]] = set()
+        self._writers: dict[str, asyncio.Task[None]] = {}
+        self._to_write: dict[str, collections.deque[Turn]] = {}
         self._sending: set[asyncio.Task[None]] = set()
         self.busy_modes: BusyModes | None = None  # None: every message waits (collect)
         self._closing: set[asyncio.Task[None]] = set()
@@ -111,6 +114,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
     async def stop(self, grace: float) -> None:
         """Stop dispatching; give turns in flight up to `grace` seconds to finish."""
         await self._supervisor.cancel("router-dispatch", "router-timeouts")
+        await self._stop_writers()
         # Turns of a wave the cancelled dispatch never sent: nothing to wait for.
         unsent = [turn for turn in self._turns.values() if not turn.sent]
         for turn in unsent:

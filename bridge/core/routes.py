@@ -45,6 +45,19 @@ class Route:
         """The agents a chat of this route may talk to: its own first, then the others."""
         return (self.agent, *(a for a in self.switchable if a != self.agent))
 
+    def may_serve(self, platform: str, kind: str | None = None) -> bool:
+        """Whether some chat of the bot `platform` (`chat@work`), of `kind` if given, may
+        match this route."""
+        name, bot = split_platform(platform)
+        platforms, bots = self._platforms(0), self._platforms(1)
+        return (platforms is None or name in platforms) and (bots is None or bot in bots) \
+            and (kind is None or self.kind is None or self.kind == kind)
+
+    def takes_all(self, platform: str, kind: str | None = None) -> bool:
+        """Whether every chat of the bot `platform` (of `kind` if given) matches this route."""
+        return self.may_serve(platform, kind) and self.chats is None and self.users is None \
+            and (self.kind is None or self.kind == kind)
+
     def covers(self, other: Route) -> bool:
         """Whether every chat `other` matches is matched by this route first (so `other`,
         coming later, can never match). Globs are compared as patterns: a later pattern is
@@ -105,6 +118,17 @@ class Routing:
         route = self.route(chat, user, kind)
         chosen = self._chosen.get(chat.key)
         return chosen if chosen is not None and chosen in route.choices else route.agent
+
+    def reachable(self, platform: str, kind: str | None = None) -> tuple[str, ...]:
+        """The agents chats of the bot `platform` (of `kind` if given: "private", "group")
+        may talk to, by a route or a switch; the one of its first route first."""
+        found: dict[str, None] = {}
+        for route in [*self._routes, self._default]:
+            if route.may_serve(platform, kind):
+                found.update(dict.fromkeys(route.choices))
+                if route.takes_all(platform, kind):
+                    break
+        return tuple(found)
 
     def choose(self, chat: ChatRef, agent: str | None) -> None:
         if agent is None:

@@ -5,44 +5,28 @@ question whose buttons name the others (platforms without buttons show the choic
 type them); `/agent NAME` switches at once. A switch is stored with the chat (it survives
 restarts) and takes the chat to its session with that agent: a fresh one the first time, the
 one it had there when it comes back, so the agent still knows the conversation. An agent the
-route does not list is refused; the click of a person not allowed is refused by intake.
+route does not list is refused. The buttons are a menu of the bridge's like /model's
+(`Dialogs.offer`): a click counts only in the chat that asked, from a person allowed, once.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import secrets
-from collections import OrderedDict
-from dataclasses import dataclass
 
-from picobridge.contract import ChatRef, Dialog, DialogAnswer, DialogKind, InboundMessage
+from picobridge.contract import ChatRef, InboundMessage
 from picobridge.core.command_reply import CommandReply
+from picobridge.core.menus import ChatMenus
 from picobridge.core.routes import Routing
 from picobridge.store import Store
 
 log = logging.getLogger("picobridge.switching")
 
-MAX_MENUS = 1000  # menus whose buttons still work (older ones say they no longer do)
-
-
-@dataclass(frozen=True, slots=True)
-class _Menu:
-    chat: ChatRef
-    choices: tuple[str, ...]
-
 
 class AgentSwitch:
-    def __init__(self, store: Store, routing: Routing) -> None:
+    def __init__(self, store: Store, routing: Routing, menus: ChatMenus | None = None) -> None:
         self._store = store
         self._routing = routing
-        self._menus: OrderedDict[str, _Menu] = OrderedDict()
-        # Unguessable ids, as for the agent's questions: a button names only its own menu.
-        self._prefix = f"agent.{secrets.token_hex(4)}."
-        self._numbers = itertools.count(1)
-
-    def owns(self, dialog_id: str) -> bool:
-        return dialog_id.startswith(self._prefix)
+        self._menus = menus  # the chat's command menu follows its agent
 
     async def command(self, message: InboundMessage, argument: str) -> CommandReply:
         chat = message.chat
@@ -54,23 +38,17 @@ class AgentSwitch:
         if not others:
             return CommandReply(f"This chat talks to the agent {current}; it cannot switch "
                                 "to another.")
-        dialog = Dialog(f"{self._prefix}{next(self._numbers)}", DialogKind.SELECT,
-                        "Switch to", options=tuple(others))
-        self._menus[dialog.id] = _Menu(chat, route.choices)
-        while len(self._menus) > MAX_MENUS:
-            self._menus.popitem(last=False)
+
+        async def chosen(name: str) -> str:
+            # The bridge's menus (Dialogs.offer) take a click only in this chat, from a
+            # person allowed, once.
+            return await self._switch(chat, route.choices, await self._store.chat_agent(chat),
+                                      name)
+
         lines = [f"This chat talks to the agent {current}. Switch to:"]
         lines += [f"{n}. {name}  (/agent {name})" for n, name in enumerate(others, 1)]
-        return CommandReply("\n".join(lines), dialog=dialog)
-
-    async def clicked(self, dialog_id: str, chat: ChatRef, answer: DialogAnswer) -> str | None:
-        """A button of a menu: switch (the question then shows what happened), or None
-        when the menu is unknown, of another chat, or the click chose nothing."""
-        menu = self._menus.get(dialog_id)
-        if menu is None or menu.chat != chat or answer.cancelled or not answer.value:
-            return None
-        current = await self._store.chat_agent(chat)
-        return await self._switch(chat, menu.choices, current, answer.value)
+        return CommandReply("\n".join(lines), options=tuple(others), title="Switch to",
+                            chosen=chosen)
 
     async def _switch(self, chat: ChatRef, choices: tuple[str, ...], current: str | None,
                       name: str) -> str:
@@ -87,6 +65,8 @@ class AgentSwitch:
         remember = name != choices[0]
         session = await self._store.choose_agent(chat, name, remember=remember)
         self._routing.choose(chat, name if remember else None)
+        if self._menus is not None:
+            await self._menus.agent_is(chat, name)
         log.info("chat=%s switched from agent %s to %s session=%s", chat.key, current, name,
                  session)
         if known is not None:

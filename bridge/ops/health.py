@@ -3,7 +3,8 @@
 /healthz answers 200 or 503 for load balancers, Docker's HEALTHCHECK (`picobridge health`)
 and humans, with a JSON body explaining why: "ok", "degraded" (200: some agent workers are
 down, the others serve) or "unhealthy" (503: no worker can serve, a platform is gone, or a
-component keeps failing). /metrics is the Prometheus exposition.
+component keeps failing). /metrics is the Prometheus exposition. This module holds the
+snapshot and its verdict; the routes are in `endpoints`, loaded only when http.listen is set.
 
 Both take a fresh HealthSnapshot per request from a callback, so this module knows nothing of
 the store, router or agent and can be tested with plain values.
@@ -16,13 +17,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
-
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST
+from typing import TYPE_CHECKING, Any
 
 from picobridge.agent.worker import BACKOFF_CAP
-from picobridge.ops.metrics import Metrics
+
+if TYPE_CHECKING:
+    from picobridge.ops.metrics import Metrics
 
 log = logging.getLogger("picobridge.health")
 
@@ -207,29 +207,3 @@ async def take_snapshot(snapshot: SnapshotFn,
     except Exception as exc:
         log.exception("health snapshot failed")
         return f"snapshot failed: {exc.__class__.__name__}"
-
-
-def add_health_routes(
-    app: web.Application,
-    snapshot: SnapshotFn,
-    metrics: Metrics,
-    *,
-    timeout: float = SNAPSHOT_TIMEOUT,
-) -> None:
-    async def healthz(request: web.Request) -> web.Response:
-        snap = await take_snapshot(snapshot, timeout)
-        if isinstance(snap, str):
-            return web.json_response({"status": "unhealthy", "problems": [snap]}, status=503)
-        apply_snapshot(metrics, snap)
-        return web.json_response(snap.to_json(), status=200 if snap.healthy else 503)
-
-    async def metrics_page(request: web.Request) -> web.Response:
-        snap = await take_snapshot(snapshot, timeout)
-        if not isinstance(snap, str):
-            apply_snapshot(metrics, snap)
-        # Counters are still worth scraping when the snapshot failed; gauges keep last values.
-        # The content type carries a charset, which aiohttp's content_type= refuses.
-        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_page)

@@ -43,7 +43,14 @@ class RedactingFormatter(logging.Formatter):
         return text
 
 
-def setup_logging(level: str, secrets: Iterable[str]) -> None:
+# The bridge's own libraries' loggers held at WARNING; each platform names its own
+# (Platform.library_loggers).
+_QUIET = ("aiohttp.access", "aiosqlite", "asyncio")
+
+
+def setup_logging(level: str, secrets: Iterable[str], quiet: Iterable[str] = ()) -> None:
+    """The root handler; the loggers in ``quiet`` (a platform's libraries) and the bridge's
+    own libraries' stay at WARNING."""
     journald = bool(os.environ.get("JOURNAL_STREAM"))
     # journald stamps time itself; elsewhere a timestamp is needed.
     fmt = "%(levelname)s %(name)s: %(message)s" if journald else (
@@ -55,7 +62,5 @@ def setup_logging(level: str, secrets: Iterable[str]) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    # httpx logs every request URL at INFO, and Telegram URLs contain the bot token.
-    for noisy in ("httpx", "httpcore", "aiohttp.access", "slack_bolt", "slack_sdk", "aiosqlite",
-                  "asyncio", "telegram"):
+    for noisy in (*_QUIET, *quiet):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -21,7 +21,6 @@ from picobridge.contract import split_platform
 from picobridge.core.stats import HistogramSnapshot
 
 PREFIX = "picobridge_"
-PLATFORMS = ("telegram", "slack")
 WORKER_LABELS = ["worker", "agent"]
 # A platform's series by platform and bot (`telegram@work`: platform telegram, bot work).
 PLATFORM_LABELS = ["platform", "bot"]
@@ -69,7 +68,8 @@ class _TurnLatency(Collector):
 
 
 class Metrics:
-    def __init__(self, platforms: Iterable[str] = PLATFORMS) -> None:
+    def __init__(self, platforms: Iterable[str]) -> None:
+        """`platforms`: the bots that run, by the names the bridge knows them by."""
         self.registry = CollectorRegistry(auto_describe=True)
         self._platform = {
             kind: Counter(f"{PREFIX}{kind}_total", text, PLATFORM_LABELS,

@@ -1,5 +1,6 @@
 """What the service manager and the operator see of a running bridge: systemd readiness,
-status and watchdog, the health snapshot behind /healthz, and the metrics behind /metrics.
+status and watchdog, and the health snapshot behind /healthz and /metrics (served by
+`endpoints`).
 
 Operations read the core through `Sources`, a handful of read-only views the wiring hands
 over; they change nothing in it.
@@ -12,16 +13,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Protocol
 
 from picobridge.agent.port import WorkerInfo, WorkerState
 from picobridge.core.stats import IntakeStats, OutboxStats, RouterStats
-from picobridge.ops.health import HealthSnapshot, WorkerHealth, add_health_routes
-from picobridge.ops.metrics import Metrics
+from picobridge.ops.health import HealthSnapshot, WorkerHealth
 from picobridge.ops.sdnotify import Notifier, run_watchdog
-from picobridge.ops.status_page import add_status_page
+
+if TYPE_CHECKING:
+    from picobridge.ops.metrics import Metrics
 
 log = logging.getLogger("picobridge.ops")
 
@@ -138,22 +138,13 @@ def status_line(sources: Sources) -> str:
 
 
 class Operations:
-    """Runs beside the bridge: tells systemd how it is, serves health and metrics."""
+    """Runs beside the bridge: tells systemd how it is (health and metrics are served by
+    `endpoints` when there is a listener)."""
 
-    def __init__(self, sources: Sources, notifier: Notifier, metrics: Metrics) -> None:
+    def __init__(self, sources: Sources, notifier: Notifier) -> None:
         self._sources = sources
         self._notifier = notifier
-        self._metrics = metrics
         self._tasks: list[asyncio.Task[None]] = []
-
-    def add_routes(self, app: web.Application) -> None:
-        """Register the status page (/), /healthz and /metrics; must run before the HTTP
-        server starts."""
-        async def take() -> HealthSnapshot:
-            return await snapshot(self._sources, self._metrics)
-
-        add_health_routes(app, take, self._metrics)
-        add_status_page(app, take, self._sources.outbox)
 
     def start(self) -> None:
         self._tasks = [

@@ -98,6 +98,11 @@ class ChatTables(Database):
         row = await self._one("SELECT agent FROM chats WHERE chat_key = ?", (chat.key,))
         return str(row[0]) if row else None
 
+    async def chat_kind(self, chat: ChatRef) -> str | None:
+        """The kind of chat ("private", "group") its last message said (None: not known)."""
+        row = await self._one("SELECT kind FROM chats WHERE chat_key = ?", (chat.key,))
+        return str(row[0]) if row and row[0] is not None else None
+
     async def session_agent(self, session_id: str) -> str | None:
         row = await self._one("SELECT agent FROM sessions WHERE session_id = ?", (session_id,))
         return str(row[0]) if row else None

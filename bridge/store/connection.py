@@ -10,8 +10,10 @@ to one sync per batch.
 Only a message's arrival must be synced before anything goes on (a platform is told we have
 it right after). The commits after it on a message's path are written unsynced (`_lazy`), still
 before their caller goes on, so a killed daemon loses none of them; the WAL is one file written
-in order, so the next synced commit carries them to disk with its own, and when none follows a
-checkpoint syncs them within LAZY_SYNC seconds. A power cut in that window loses no message: it
+in order, so the next synced commit carries them to disk with its own, and when none follows
+within LAZY_SYNC seconds a checkpoint syncs them. (Under load a message arrives every moment:
+then no checkpoint is needed, and none is made, each of which cost two syncs of its own on the
+connection every message's commit waits behind.) A power cut in that window loses no message: it
 rolls the message back to where its last synced commit left it, from where it goes on again
 (dispatched once more, its answer sent once more: a possible duplicate, as a cut during the
 platform's own answer always could make).
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -44,6 +47,12 @@ Result = TypeVar("Result")
 # How long an unsynced commit may wait for a synced one to carry it to disk: about as long as
 # a platform takes to accept an answer, the window in which a cut already meant a duplicate.
 LAZY_SYNC = 0.05
+
+# SQLite's page cache, in KiB (its default is 2,000): it fills up to this as pages are read, so
+# with the default it was most of what a daemon grew by over its first thousand chats. The
+# pages a message's path reads again (the B-trees' roots and their newest leaves) fit in a
+# quarter of it; any other page is a read from the OS's page cache away.
+PAGE_CACHE_KIB = 512
 
 
 class StoreError(Exception):
@@ -91,6 +100,9 @@ class Database:
         self._lock = asyncio.Lock()
         self._coalescers: list[Coalescer[Any, Any]] = []
         self._sync_task: asyncio.Task[None] | None = None
+        self._lazy_count = 0  # unsynced commits queued so far
+        self._carried = 0  # how many of the first of them a synced commit has put on disk
+        self._unsynced: deque[tuple[int, float]] = deque()  # (number, when) of the others
 
     @classmethod
     async def open(cls, path: Path, *, migrate_schema: bool = True,
@@ -104,6 +116,7 @@ class Database:
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=FULL")
             await db.execute("PRAGMA foreign_keys=ON")
+            await db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
             await db.execute(f"PRAGMA busy_timeout={max(1, round(busy_timeout * 1000))}")
             await _must_be_writable(db, path)
             if migrate_schema:
@@ -191,20 +204,47 @@ class Database:
             finally:
                 conn.execute("PRAGMA synchronous=FULL")
 
-        rows = await self._db._execute(unsynced)  # type: ignore[no-untyped-call]
+        # Numbered as queued: a synced commit queued after it carries it (one thread, in order).
+        self._lazy_count += 1
+        self._unsynced.append((self._lazy_count, asyncio.get_running_loop().time()))
         if self._sync_task is None:
             self._sync_task = asyncio.create_task(self._sync_soon(), name="store-lazy-sync")
-        return list(rows)
+        return list(await self._db._execute(unsynced))  # type: ignore[no-untyped-call]
+
+    def unsynced_commits(self) -> int:
+        """Unsynced commits not yet known to be on disk (carried by no synced commit since)."""
+        return sum(1 for number, _ in self._unsynced if number > self._carried)
+
+    def _synced_mark(self) -> int:
+        """Taken before queueing a write that commits synced; `_carried` it after."""
+        return self._lazy_count
+
+    def _carried_to(self, mark: int) -> None:
+        """A synced commit queued at `mark` is on disk, and the unsynced ones before it."""
+        self._carried = max(self._carried, mark)
 
     async def _sync_soon(self) -> None:
-        await asyncio.sleep(LAZY_SYNC)
-        self._sync_task = None
-        # A passive checkpoint syncs the WAL first (the connection is synchronous=FULL); it
-        # never waits for readers. Under load, synced commits have done it already. Refused
-        # (a full disk, the connection closed, which checkpointed): the next synced commit
-        # carries the lazy ones all the same.
-        with suppress(aiosqlite.Error, ValueError):
-            await self._all("PRAGMA wal_checkpoint(PASSIVE)")
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                while self._unsynced and self._unsynced[0][0] <= self._carried:
+                    self._unsynced.popleft()
+                if not self._unsynced:
+                    return
+                due = self._unsynced[0][1] + LAZY_SYNC - loop.time()
+                if due > 0:
+                    await asyncio.sleep(due)
+                    continue
+                mark = self._lazy_count
+                # A passive checkpoint syncs the WAL first (the connection is
+                # synchronous=FULL); it never waits for readers. Refused (a full disk, the
+                # connection closed, which checkpointed): the next synced commit carries the
+                # lazy ones all the same.
+                with suppress(aiosqlite.Error, ValueError):
+                    await self._all("PRAGMA wal_checkpoint(PASSIVE)")
+                self._carried_to(mark)
+        finally:
+            self._sync_task = None
 
     async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = await self._all(sql, params)

@@ -53,12 +53,14 @@ class InboundTable(Database):
                   msg.text, attachments, msg.reply_to, now, now)
         # A known chat (the common case) is written together with other messages arriving
         # at the same moment; a new chat or a duplicate takes the slow path.
-        inserted = await self._insert_known((*values, msg.chat.key, agent))
+        inserted = await self._insert_known((*values, msg.chat.key, agent, msg.chat_kind))
         if inserted is None:
             async with self._tx() as db:
                 if await _seen(db, msg.chat.platform, msg.platform_message_id):
                     return None
                 session_id = await ensure_chat(db, msg.chat, agent)
+                await db.execute("UPDATE chats SET kind = ? WHERE chat_key = ?",
+                                 (msg.chat_kind, msg.chat.key))
                 rows = list(await db.execute_fetchall(
                     "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
                     " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
@@ -74,18 +76,23 @@ class InboundTable(Database):
         self, batch: Sequence[tuple[Any, ...]],
     ) -> list[tuple[int, str] | None]:
         """Insert messages of known chats talking to the message's agent in one statement;
-        None for a new chat, a chat switching agent or a message already stored (also when the
-        same message is twice in the batch)."""
+        None for a new chat, a chat switching agent or of a kind not recorded yet (a chat
+        from before migration 0014), or a message already stored (also when the same message
+        is twice in the batch)."""
+        mark = self._synced_mark()
         rows = await self._all(
             "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
             " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
             f" SELECT {batch_fields(9)}, c.chat_key, c.session_id FROM json_each(?) m"
             " JOIN chats c ON c.chat_key = json_extract(m.value, '$[9]')"
             " AND c.agent = json_extract(m.value, '$[10]')"
+            " AND c.kind IS json_extract(m.value, '$[11]')"
             " WHERE true ORDER BY m.key"  # in arrival order: a chat's ids follow its messages
             " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
             " RETURNING id, platform, platform_msg_id, session_id",
             (json.dumps(batch, ensure_ascii=False),))
+        if rows:  # a row written: the commit was synced
+            self._carried_to(mark)
         stored = {(r[1], r[2]): (int(r[0]), str(r[3])) for r in rows}
         # pop: of two copies of one message in a batch only the first was inserted.
         return [stored.pop((item[0], item[1]), None) for item in batch]

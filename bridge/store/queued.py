@@ -1,14 +1,18 @@
 """What still waits for the agent, seen per chat and per sender: the chats to tell during an
-outage, and a denied sender's messages to hold back."""
+outage, a denied sender's messages to hold back, and messages moved to another agent."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from picobridge.contract import DEFAULT_AGENT, ChatRef
+from picobridge.contract import DEFAULT_AGENT, ChatRef, OutgoingReply
+from picobridge.store.chats import ensure_chat
 from picobridge.store.connection import Database
+from picobridge.store.records import StoredReply, clean
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +55,23 @@ class QueuedTable(Database):
                     "UPDATE inbound SET status = 'dropped', error = ?, updated_at = ?"
                     " WHERE id = ? AND status = 'received'",
                     [(reason, time.time(), i) for i in ids])
+
+    async def move_queued(self, chat: ChatRef, ids: Sequence[int], agent: str,
+                          notice: OutgoingReply) -> tuple[str, StoredReply]:
+        """Move messages still waiting to the chat's current session with `agent` (which
+        becomes its agent) and queue `notice` to the chat, both or neither; returns the
+        session and the notice as the outbox takes it."""
+        text, now = clean(notice.text), time.time()
+        async with self._tx() as db:
+            session = await ensure_chat(db, chat, agent)
+            await db.execute(
+                "UPDATE inbound SET session_id = ?, updated_at = ? WHERE chat_key = ?"
+                " AND status IN ('received', 'dispatched')"
+                " AND id IN (SELECT value FROM json_each(?))",
+                (session, now, chat.key, json.dumps(list(ids))))
+            rows = list(await db.execute_fetchall(
+                "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (chat.key, session, notice.kind.value, text, notice.reply_to, now)))
+        return session, StoredReply(chat, dataclasses.replace(notice, text=text,
+                                                              outbox_id=int(rows[0][0])))

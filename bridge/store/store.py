@@ -18,6 +18,7 @@ from picobridge.store.erasure import ErasureTable
 from picobridge.store.figures import Figures
 from picobridge.store.grants import GrantTable
 from picobridge.store.inbound import InboundTable
+from picobridge.store.menus import MenuTable
 from picobridge.store.queued import QueuedTable
 from picobridge.store.quotas import QuotaTable
 from picobridge.store.replies import ReplyTable
@@ -26,5 +27,5 @@ from picobridge.store.settings import SettingsTables
 
 class Store(ChatTables, InboundTable, ReplyTable, CursorTable, GrantTable, AffinityTable,
             SettingsTables, Figures, QueuedTable, DeadLetterTable, QuotaTable, ErasureTable,
-            Database):
+            MenuTable, Database):
     pass

@@ -41,8 +41,14 @@ async def test_switching_on_telegram_with_buttons_and_by_name(tmp_path: Path) ->
             assert labels(menu) == ["coder", "Cancel"]
             # Someone not allowed cannot switch the chat.
             assert "only people allowed" in await press(fake, menu, STRANGER, "coder")
-            assert await press(fake, menu, USER, "coder") == (
-                "✓ Answer: Switched to the agent coder: a new conversation starts.")
+            # A menu of the bridge's like /model's: the click shows the choice, the switch
+            # answers in the chat.
+            assert await press(fake, menu, USER, "coder") == "✓ Answer: coder"
+            await reply_containing(fake, USER, "Switched to the agent coder: a new "
+                                               "conversation starts.")
+            # Once: the menu's buttons are gone.
+            shown = fake.message(menu.chat_id, menu.message_id)
+            assert shown is not None and "reply_markup" not in shown
             fake.user_message(USER, USER, "remember bananas")
             await reply_containing(fake, USER, "[coder] echo: remember bananas")
             fake.user_message(USER, USER, "/agent nobody")
@@ -107,8 +113,7 @@ async def test_switching_on_slack_with_block_kit_buttons(tmp_path: Path) -> None
         assert buttons == ["coder", "Cancel"]
         envelope = await fake.click(menu, "coder", user=DEFAULT_USER)
         await fake.wait_for_ack(envelope["envelope_id"])
-        await fake.wait_for(lambda: "Switched to the agent coder" in menu.text,
-                            "the menu showing the switch")
+        await reply_to(fake, channel, "Switched to the agent coder: a new conversation")
         await fake.send_event(fake.dm_message("hello coder"))
         await reply_to(fake, channel, "[coder] echo: hello coder")
         await fake.send_slash_command("/picobridge", "agent default")

@@ -109,3 +109,34 @@ def test_every_command_has_its_line_in_the_table() -> None:
     for target in COMMANDS.values():
         module, _, function = target.partition(":")
         assert callable(getattr(importlib.import_module(module), function)), target
+
+
+# Loaded only by a daemon with a listener (http.listen): aiohttp's server, prometheus_client
+# and the routes that use them (bench/memory.py: about 3 MB of a Telegram-only daemon's RSS).
+LISTENER_ONLY = ("aiohttp.web", "prometheus_client", "picobridge.ops.endpoints",
+                 "picobridge.ops.http_server", "picobridge.ops.listener_guard")
+
+
+def chat_modules(tmp: Path, config: dict[str, object]) -> list[str]:
+    """The modules `picobridge chat --echo` (the daemon's wiring, the console) has loaded
+    when it exits after answering one line."""
+    listing = tmp / "modules.txt"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(listing), "chat", "--echo", "--config",
+         str(write_config(tmp, config))],
+        input="hello\n", capture_output=True, text=True, env=cli_env(), cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "hello" in done.stdout, done.stdout  # the echo agent answered through the bridge
+    names = listing.read_text(encoding="utf-8").split("\n")
+    return [n for n in names if any(n == d or n.startswith(d + ".") for d in LISTENER_ONLY)]
+
+
+def test_a_daemon_without_a_listener_leaves_the_http_server_and_metrics_out(
+        tmp_path: Path) -> None:
+    assert chat_modules(tmp_path, {"state_dir": str(tmp_path / "state")}) == []
+
+
+def test_a_daemon_with_a_listener_loads_them(tmp_path: Path) -> None:
+    loaded = chat_modules(tmp_path, {"state_dir": str(tmp_path / "state"),
+                                     "http": {"listen": "127.0.0.1:0"}})
+    assert {"prometheus_client", "picobridge.ops.endpoints", "aiohttp.web"} <= set(loaded)

@@ -4,6 +4,7 @@ of their own, and the bridge's commands work as slash commands."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from picobridge.agent.protocols.prime_rpc import PrimeRpcDriver
 from picobridge.contract import listed_commands
@@ -118,3 +119,43 @@ async def test_the_slash_commands_hold_what_the_agent_offers(tmp_path: Path) -> 
             await online(daemon, fake)
             assert [c["name"] for c in fake.commands[served]] == offered
             assert [c["name"] for c in fake.commands["global"]] == offered
+
+
+def two_agents(tmp: Path, fake: FakeDiscord, routes: list[dict[str, Any]],
+               **discord: Any) -> Path:
+    return discord_config(tmp, fake, sections={
+        "agents": {"coder": fake_agent_settings(tmp)}, "routes": routes}, **discord)
+
+
+async def test_slash_commands_are_what_the_routes_reach_per_kind_of_chat(
+        tmp_path: Path) -> None:
+    # Discord keeps slash commands per guild and context, not per channel: with the guilds
+    # listed, guild channels (routed to the prime-rpc coder) offer /model, DMs (the picobot
+    # default) do not.
+    family = [c.name for c in listed_commands()]
+    coder = [c.name for c in listed_commands(PrimeRpcDriver.commands)]
+    async with FakeDiscord() as fake:
+        served, _ = fake.add_guild("served")
+        config = two_agents(tmp_path, fake, [{"agent": "coder", "kind": "group"}],
+                            guilds=[served])
+        async with Daemon(config) as daemon:
+            await online(daemon, fake)
+            assert [c["name"] for c in fake.commands[served]] == coder
+            assert [c["name"] for c in fake.commands["global"]] == family
+
+
+async def test_a_command_only_another_reachable_agent_offers_is_answered_so(
+        tmp_path: Path) -> None:
+    # Registered globally, the commands are the union of what the routes reach: /model is
+    # there for the coder's channel, and a DM on the picobot default hears it is not offered.
+    coder = [c.name for c in listed_commands(PrimeRpcDriver.commands)]
+    async with FakeDiscord() as fake:
+        _, (dev,) = fake.add_guild("dev")
+        config = two_agents(tmp_path, fake, [{"agent": "coder", "chats": [f"discord:{dev}"]}])
+        async with Daemon(config) as daemon:
+            await online(daemon, fake)
+            assert [c["name"] for c in fake.commands["global"]] == coder
+            dm = fake.dm_channel(DEFAULT_USER).id
+            fake.slash("model", dm)
+            answer = await fake.wait_for_reply(dm, "/model is not available with this agent")
+            assert answer.via_interaction

@@ -6,8 +6,10 @@ crash-looping or hung never holds up the other's chats, and /healthz says degrad
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
+import sqlite3
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -170,3 +172,37 @@ async def test_check_reports_routes_that_can_never_match(tmp_path: Path) -> None
         bad = two_agents_config(tmp_path, fake, routes=[{"agent": "nobody"}])
         code, out, _ = await run_cli("check", "--config", str(bad))
         assert code != 0 and "routes[0].agent: no agent named 'nobody'" in out
+
+
+def coder_status(db: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        return [row[0] for row in conn.execute(
+            "SELECT i.status FROM inbound i JOIN sessions s ON s.session_id = i.session_id"
+            " WHERE s.agent = 'coder'")]
+
+
+async def test_an_agent_that_stops_reading_holds_up_only_its_own_chats(tmp_path: Path) -> None:
+    # The coder is ready but never reads its stdin, and its write timeout (ping_timeout) and
+    # pings are far off: a long turn for it fills the pipe and its write waits.
+    deaf = {**agent(tmp_path, "coder", "--deaf"), "ping_interval": 600, "ping_timeout": 600}
+    async with FakeTelegram() as fake:
+        config = two_agents_config(tmp_path, fake, agents={"coder": deaf})
+        async with Daemon(config) as daemon:
+            await started(daemon, fake)
+            await daemon.wait_for_log(r"agent ready pid=\d+ worker=coder/w1")
+            fake.user_message(OTHER_USER, OTHER_USER, "long " + "x" * 400_000)
+            db = tmp_path / "state" / "picobridge.db"
+            # Handed over (the dispatch is recorded before the write begins): from here the
+            # write to the coder cannot finish.
+            await AgentJournal(tmp_path / "agent-coder").wait_until(
+                lambda _: coder_status(db) == ["dispatched"], what="the coder's turn handed over")
+            for n in range(3):
+                fake.user_message(USER, USER, f"family {n}")
+                await reply_containing(fake, USER, f"[family] echo: family {n}")
+            assert "cannot write to agent" not in daemon.log  # the coder's write still waits
+            assert not replies(fake, OTHER_USER, "echo")
+            assert any(e.get("event") == "deaf"
+                       for e in AgentJournal(tmp_path / "agent-coder").entries())
+        assert daemon.returncode == 0
+        # The coder's message is kept for its next start, not lost with the stuck write.
+        assert coder_status(db) == ["received"]

@@ -6,6 +6,7 @@ middle of a backlog on both loses nothing on either."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections import Counter
@@ -206,5 +207,55 @@ async def test_a_bot_on_a_webhook_of_its_own_beside_a_polling_one(tmp_path: Path
             await reply_containing(home, USER, "[family] echo: via home polling")
         assert work.calls_to("getUpdates") == [] and home.webhook is None
         assert_no_token(daemon, WORK_TOKEN)
+    assert not any("[coder]" in text for text in texts(home))
+    assert not any("[family]" in text for text in texts(work))
+
+
+async def test_the_environment_beats_credential_files_which_beat_the_file(
+        tmp_path: Path) -> None:
+    # The same order for the default bot and a further one; a wrong token where it must lose.
+    wrong_home, wrong_work = "111111:WrongHomeToken_aa", "222222:WrongWorkToken_bb"
+    async with two_fakes() as (home, work):
+        config = two_bots_config(tmp_path, home, work, home_users=[USER], work_users=[USER],
+                                 work_keys={"token": wrong_work})
+        creds = tmp_path / "creds"
+        creds.mkdir()
+        (creds / "telegram_token").write_text(home.token)  # beats the file's
+        (creds / "telegram_token_work").write_text(wrong_work)  # loses to the environment's
+        listed = [{"name": "work", **bot_keys(work, [USER])}]
+        env = {"CREDENTIALS_DIRECTORY": str(creds), "PICOBRIDGE_TELEGRAM__BOTS": json.dumps(listed)}
+        text = config.read_text().replace(f'token = "{home.token}"', f'token = "{wrong_home}"', 1)
+        config.write_text(text)
+        code, out, err = await run_cli("check", "--config", str(config), env=env)
+        assert code == 0, out + err
+        assert "@picobridge_test_bot" in out and "@picobridge_work_bot" in out
+        for token in (home.token, work.token, wrong_home, wrong_work):
+            assert token not in out + err
+        assert {call.token for call in home.calls_to("getMe")} == {home.token}
+        assert {call.token for call in work.calls_to("getMe")} == {work.token}
+
+
+def saved_path(message: dict[str, Any]) -> Path:
+    (attachment,) = message["attachments"]
+    return Path(attachment["content"].split("saved to ", 1)[1].split("\n", 1)[0])
+
+
+async def test_each_bot_keeps_the_files_people_send_it_in_a_folder_of_its_own(
+        tmp_path: Path) -> None:
+    async with two_fakes() as (home, work):
+        config = two_bots_config(tmp_path, home, work, home_users=[USER], work_users=[USER])
+        async with Daemon(config) as daemon:
+            await both_started(daemon, home, work)
+            home.user_document(USER, USER, b"\x00home", "same.bin", caption="home file")
+            work.user_document(USER, USER, b"\x00work", "same.bin", caption="work file")
+            await reply_containing(home, USER, "\n\nhome file")
+            await reply_containing(work, USER, "\n\nwork file")
+    media = (tmp_path / "state" / "media").resolve()
+    (family,) = AgentJournal(tmp_path / "agent-family").messages()
+    (coder,) = AgentJournal(tmp_path / "agent-coder").messages()
+    assert saved_path(family).parent == media / "telegram"
+    assert saved_path(coder).parent == media / "telegram@work"
+    assert saved_path(family).read_bytes() == b"\x00home"
+    assert saved_path(coder).read_bytes() == b"\x00work"
     assert not any("[coder]" in text for text in texts(home))
     assert not any("[family]" in text for text in texts(work))

@@ -8,8 +8,9 @@ Run: ``python fake_picobot.py --state DIR [flags]``.  Flags: ``--no-ready``,
 ``--crash-on-start``, ``--ready-once``, ``--ready-delay=SECONDS``,
 ``--ignore-pings-while-busy``, ``--instant``, ``--journal``, ``--startup-stderr``,
 ``--progress-session``, ``--name=NAME`` (answers begin with ``[NAME]``, for tests of several
-named agents), ``--delta-chars=N`` (stream every answer as text_deltas of N characters,
-many per write, as a fast model does; by default an answer streams in three deltas).
+named agents), ``--deaf`` (ready, then never reads stdin: the bridge's writes fill its pipe),
+``--delta-chars=N`` (stream every answer as text_deltas of N characters, many per write, as a
+fast model does; by default an answer streams in three deltas).
 
 Directives are whole words in a message's (attachment-expanded) content: ``#crash``,
 ``#crash-once``, ``#hang``, ``#hang-once``, ``#hang-after`` (answer once, then stop answering
@@ -497,6 +498,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--journal", action="store_true", help="keep the journal in --instant")
     parser.add_argument("--startup-stderr", action="store_true")
     parser.add_argument("--progress-session", action="store_true")
+    parser.add_argument("--deaf", action="store_true",
+                        help="after ready, never read stdin (the bridge's writes fill the pipe)")
     parser.add_argument("--name", default="", help="say who answers: '[NAME] echo: ...'")
     parser.add_argument("--delta-chars", type=int, default=0, metavar="N",
                         help="stream answers as text_deltas of N characters (0: three deltas)")
@@ -523,6 +526,9 @@ def main(argv: list[str] | None = None) -> None:
         time.sleep(args.ready_delay)
     if not args.no_ready and not (args.ready_once and starts_before > 0):
         agent.emit({"type": "ready"})
+    if args.deaf:
+        agent.journal({"event": "deaf"})
+        threading.Event().wait()  # until a signal ends it
     threading.Thread(target=agent.work_loop, name="worker", daemon=True).start()
     agent.read_loop()
 

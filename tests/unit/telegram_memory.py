@@ -75,6 +75,10 @@ class MemoryBridge:
     def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
         return catalogue()
 
+    def offered_commands(self, platform: str, kind: str | None = None
+                         ) -> tuple[BridgeCommand, ...]:
+        return catalogue()
+
     async def knows_chat(self, chat: ChatRef) -> bool:
         return False
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from picobridge.adapters import registry
+
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("bridge", "adapters", "config", "migrations")
 MAX_MODULE_LINES = 400
@@ -19,7 +21,7 @@ MAX_FUNCTION_LINES = 60
 # Where no platform may be named: the contract, the core, the store and the agent side.
 PLATFORM_FREE = ("bridge/contract", "bridge/core", "bridge/store", "bridge/agent",
                  "config/sections.py")
-PLATFORMS = ("telegram", "slack", "matrix", "discord")
+PLATFORMS = tuple(registry.PLATFORMS)
 # Test code that tasks loop on (the fakes' waits, the daemon harness), held to the same rule.
 FIXTURES = (REPO / "tests" / "fakes" / "server.py", REPO / "tests" / "harness.py")
 

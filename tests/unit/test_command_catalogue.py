@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from picobridge.adapters.slack.events import TEXT_COMMANDS, slash_command_text, translate_command
-from picobridge.adapters.telegram.commands import COMMAND_NAMES, COMMANDS, command_menu
+from picobridge.adapters.telegram.commands import COMMAND_NAMES, command_menu
 from picobridge.agent.protocols import PROTOCOLS, driver_class
 from picobridge.contract import AGENT_COMMANDS, ALL_COMMANDS, catalogue, listed_commands
 from picobridge.core.commands import HELP, help_text, parse_command
@@ -16,6 +16,7 @@ from picobridge.core.commands import HELP, help_text, parse_command
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "slack-app-manifest.yml"
 LISTED = [c.name for c in listed_commands()]
 EVERY = [c.name for c in ALL_COMMANDS if c.listed]
+COMMANDS = command_menu(listed_commands())
 
 
 def test_the_catalogue_offers_the_bridge_commands_and_hides_the_greeting() -> None:

@@ -189,7 +189,7 @@ def test_example_config_documents_every_key(tmp_path: Path) -> None:
 
     example = (resources.files("picobridge.config") / "example.toml").read_text(encoding="utf-8")
     # Uncomment every `# key = value` line and swap the placeholders for usable dummies.
-    text = re.sub(r"^# ([a-z_]+ = )", r"\1", example, flags=re.M)
+    text = re.sub(r"^# ([a-z0-9_]+ = )", r"\1", example, flags=re.M)
     text = re.sub(r"REPLACE-WITH-YOUR-[A-Z-]+", "dummy", text)
     settings = load_settings(write(tmp_path, text))
     telegram, slack = sections(settings)
@@ -200,7 +200,7 @@ def test_example_config_documents_every_key(tmp_path: Path) -> None:
     for line in text.splitlines():
         if m := re.match(r"^\[(\w+)\]$", line):
             section = m[1] + "."
-        elif m := re.match(r"^([a-z_]+) = ", line):
+        elif m := re.match(r"^([a-z0-9_]+) = ", line):
             documented.add(section + m[1])
     expected = set()
     for name, field in Settings.model_fields.items():

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+from picobridge.adapters.registry import PLATFORMS
 from picobridge.ops.metrics import Metrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana-dashboard.json"
@@ -15,7 +16,7 @@ SUFFIXES = ("_bucket", "_count", "_sum", "_created")
 
 
 def exported_families() -> set[str]:
-    text = Metrics(["telegram", "slack", "matrix", "discord"]).render().decode()
+    text = Metrics(PLATFORMS).render().decode()
     names = set(re.findall(r"^# TYPE (picobridge_\w+) ", text, flags=re.M))
     # prometheus_client also exports each counter's creation time; nothing to chart.
     return {n for n in names if not n.endswith("_created")}

@@ -13,11 +13,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
+from picobridge.adapters.registry import PLATFORMS
+from picobridge.ops.endpoints import add_health_routes
 from picobridge.ops.health import (
     DEFAULT_AGENT_GRACE,
     HealthSnapshot,
     WorkerHealth,
-    add_health_routes,
     agent_grace_seconds,
 )
 from picobridge.ops.metrics import Metrics
@@ -60,7 +61,7 @@ async def client() -> AsyncIterator[Client]:
 
     async def make(snapshot: SnapshotFn, metrics: Metrics | None = None) -> TestClient[Any, Any]:
         app = web.Application()
-        add_health_routes(app, snapshot, metrics or Metrics(), timeout=0.5)
+        add_health_routes(app, snapshot, metrics or Metrics(PLATFORMS), timeout=0.5)
         test_client = TestClient(TestServer(app, host="127.0.0.1", port=0))
         await test_client.start_server()
         started.append(test_client)
@@ -225,7 +226,7 @@ async def test_each_request_takes_a_fresh_snapshot(client: Client) -> None:
 
 
 async def test_metrics_exposition_with_fresh_gauges(client: Client) -> None:
-    metrics = Metrics()
+    metrics = Metrics(PLATFORMS)
     metrics.sync_platform_totals("messages_in", {"telegram": 1})
     http = await client(fixed(GOOD), metrics)
     response = await http.get("/metrics")

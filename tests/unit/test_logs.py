@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from picobridge.ops.logs import RedactingFormatter
+from picobridge.ops.logs import RedactingFormatter, setup_logging
 
 TOKEN = "123456789:AAFakeTokenForTestsOnly_abcdefghijklmnop"
 
@@ -32,3 +32,28 @@ def test_token_shapes_are_redacted_even_when_not_configured() -> None:
 def test_journald_lines_carry_their_priority() -> None:
     formatter = RedactingFormatter("%(message)s", [], journald=True)
     assert line(formatter, "boom").startswith("<3>")
+
+
+def test_each_platform_names_the_libraries_kept_quiet() -> None:
+    from picobridge.adapters.registry import platforms
+
+    declared = {name: p.library_loggers for name, p in platforms().items()}
+    # python-telegram-bot's httpx logs each request URL, the bot token in it, at INFO.
+    assert "httpx" in declared["telegram"] and "slack_sdk" in declared["slack"]
+    names = [n for loggers in declared.values() for n in loggers]
+    root = logging.getLogger()
+    # setup_logging changes process-wide loggers: they are put back as they were.
+    handlers = list(root.handlers)
+    levels = {name: logging.getLogger(name).level
+              for name in ("", *names, "aiosqlite", "aiohttp.access", "asyncio")}
+    try:
+        setup_logging("DEBUG", [], names)
+        assert root.level == logging.DEBUG
+        assert {logging.getLogger(n).level for n in (*names, "aiosqlite")} == {logging.WARNING}
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)

@@ -98,6 +98,20 @@ def test_edits_commands_files_and_encrypted_events() -> None:
                       Encrypted)
 
 
+def test_an_encrypted_file_is_fetched_from_its_file_with_its_key() -> None:
+    key = {"url": "mxc://example.org/sealed", "key": {"k": "secret"}, "iv": "iv",
+           "hashes": {"sha256": "h"}, "v": "v2"}
+    sealed = {"msgtype": "m.file", "body": "notes.txt", "file": key,
+              "info": {"size": 7, "mimetype": "text/plain"}}
+    found = normalise(DIRECT, event(sealed), ME, prefix="!")
+    assert isinstance(found, Candidate)
+    assert [(f.url, f.name, f.key) for f in found.files] == [
+        ("mxc://example.org/sealed", "notes.txt", key)]
+    plain = normalise(DIRECT, event({**sealed, "file": None, "url": "mxc://e/p"}), ME,
+                      prefix="!")
+    assert isinstance(plain, Candidate) and [f.key for f in plain.files] == [None]
+
+
 def test_reply_fallback_lines_are_dropped() -> None:
     assert strip_reply_fallback("> <@a:b> quoted\n> more\n\nmine") == "mine"
     assert strip_reply_fallback("plain > text") == "plain > text"

@@ -6,6 +6,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from picobridge.adapters.registry import PLATFORMS
 from picobridge.core.stats import Histogram
 from picobridge.ops.metrics import Metrics
 
@@ -26,7 +27,7 @@ def value(metrics: Metrics, name: str, **labels: str) -> float:
 
 
 def test_every_promised_series_is_exported_with_the_prefix() -> None:
-    names = {name for name, _ in samples(Metrics())}
+    names = {name for name, _ in samples(Metrics(PLATFORMS))}
     for expected in (
         "picobridge_messages_in_total",
         "picobridge_messages_out_total",
@@ -65,7 +66,7 @@ def test_a_further_bot_is_its_platform_with_a_bot_label() -> None:
 
 
 def test_totals_count_per_label() -> None:
-    metrics = Metrics()
+    metrics = Metrics(PLATFORMS)
     metrics.sync_platform_totals("messages_in", {"telegram": 2, "slack": 1})
     metrics.sync_platform_totals("messages_out", {"slack": 1})
     metrics.sync_platform_totals("delivery_failures", {"telegram": 1})
@@ -87,7 +88,7 @@ def test_totals_count_per_label() -> None:
 
 
 def test_turns_and_the_routers_latency_histogram() -> None:
-    metrics = Metrics()
+    metrics = Metrics(PLATFORMS)
     durations = Histogram()
     for seconds in (1.5, 45.0, -0.1):  # a clock hiccup must not poison the sum
         durations.observe(seconds)
@@ -103,7 +104,7 @@ def test_turns_and_the_routers_latency_histogram() -> None:
 
 
 def test_gauges_follow_the_latest_values() -> None:
-    metrics = Metrics()
+    metrics = Metrics(PLATFORMS)
     metrics.set_queue(7, 1)
     metrics.set_outbox(3, 12.5)
     metrics.set_agent_up(True)
@@ -121,7 +122,7 @@ def test_gauges_follow_the_latest_values() -> None:
 
 
 def test_sync_from_running_totals_counts_only_the_difference() -> None:
-    metrics = Metrics()
+    metrics = Metrics(PLATFORMS)
     metrics.sync_platform_totals("messages_in", {"telegram": 3, "slack": 1})
     metrics.sync_platform_totals("messages_in", {"telegram": 5, "slack": 1})
     metrics.sync_worker("w1", restarts=2, turns=0)
@@ -136,7 +137,8 @@ def test_sync_from_running_totals_counts_only_the_difference() -> None:
 
 
 def test_each_instance_has_its_own_registry() -> None:
-    first, second = Metrics(), Metrics()  # would raise "Duplicated timeseries" if shared
+    # Shared, the second would raise "Duplicated timeseries".
+    first, second = Metrics(PLATFORMS), Metrics(PLATFORMS)
     first.sync_platform_totals("messages_in", {"telegram": 1})
     assert value(second, "picobridge_messages_in_total", platform="telegram") == 0
     assert (

@@ -112,3 +112,13 @@ async def test_the_store_keeps_assignments_of_current_sessions(tmp_path: Path) -
         assert await store.forget_ended_assignments() == 1
     finally:
         await store.close()
+
+
+def test_room_is_any_ready_worker_below_its_limit() -> None:
+    chosen, stubs, _ = pool("w1", "w2", max_in_flight=2)
+    made = cast(WorkerPool, chosen)
+    assert made.has_room({"w1": 2, "w2": 1})
+    assert not made.has_room({"w1": 2, "w2": 2})
+    stubs["w2"].state = WorkerState.RESTARTING
+    assert not made.has_room({"w1": 2})
+    assert made.has_room({"w1": 1})

@@ -111,6 +111,9 @@ class ScriptedAgent:
               agent: str = "default") -> ScriptedAgent | None:
         return self if self.ready and busy.get(self.name, 0) < self.max_in_flight else None
 
+    def has_room(self, busy: Mapping[str, int], agent: str | None = None) -> bool:
+        return self.ready and busy.get(self.name, 0) < self.max_in_flight
+
     # Worker
     async def send(self, request: AgentRequest) -> None:
         self.entered.set()
@@ -202,6 +205,28 @@ async def test_chats_are_served_round_robin(rig: Rig) -> None:
         ("busy", "answer b0"), ("quiet", "answer q0"), ("busy", "answer b1 b2")]
     assert rig.adapter.sent[2][1].answers == ("busy-2", "busy-3")
     assert first.text == "b0"
+
+
+async def test_waiting_chats_are_not_asked_for_a_worker_while_none_has_room(rig: Rig) -> None:
+    asked: list[str] = []
+    place = rig.agent.place
+
+    def counted(session: str, busy: Mapping[str, int], agent: str = "default"
+                ) -> ScriptedAgent | None:
+        asked.append(session)
+        return place(session, busy, agent)
+
+    rig.agent.place = counted  # type: ignore[method-assign]
+    await rig.ready()
+    await rig.submit("c0", "m0")
+    first = await rig.agent.next()
+    for i in range(1, 30):
+        await rig.submit(f"c{i}", f"m{i}")
+    # Each arrival woke the dispatcher while the one worker was busy: nobody was asked.
+    assert asked == [first.session]
+    await rig.event(Reply.of(first.session, "a0"))
+    second = await rig.agent.next()
+    assert second.text == "m1" and len(asked) == 2  # round robin: the next chat, once asked
 
 
 @pytest.mark.parametrize("rig", [{"coalesce": False}], indirect=True)

@@ -4,6 +4,7 @@ registry's view of them (each bot a platform name of its own)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,71 @@ def test_bad_bots_are_refused(tmp_path: Path, text: str, expected: str) -> None:
         load_settings(write(tmp_path, text), environ={})
     assert expected in str(caught.value)
     assert TOKEN not in str(caught.value)
+
+
+# One rule for every key of every bot, the default and the further ones, on every platform:
+# the environment beats a systemd credential file, which beats the config file.
+SECRET_KEYS = {"telegram": ("token", "bots", "telegram_token", "{n}11111:From{source}Aa"),
+               "slack": ("bot_token", "apps", "slack_bot_token", "xoxb-{n}-from-{source}")}
+PRECEDENCE = [({"file", "creds"}, "creds"), ({"file", "env"}, "env"),
+              ({"creds", "env"}, "env"), ({"file", "creds", "env"}, "env")]
+
+
+def secret(platform: str, source: str) -> str:
+    n = {"file": 1, "creds": 2, "env": 3}[source]
+    return SECRET_KEYS[platform][3].format(n=n, source=source)
+
+
+def bot_setup(tmp: Path, monkeypatch: pytest.MonkeyPatch, platform: str, bot: str,
+              sources: set[str]) -> Path:
+    key, list_key, credential, _ = SECRET_KEYS[platform]
+    extra = {"app_token": "xapp-1-app"} if platform == "slack" else {}
+    entry: dict[str, str] = {**extra, **({key: secret(platform, "file")}
+                                         if "file" in sources else {})}
+    creds = tmp / "creds"
+    creds.mkdir()
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    if "creds" in sources:
+        filename = credential if bot == "default" else f"{credential}_{bot}"
+        (creds / filename).write_text(secret(platform, "creds") + "\n")
+    lines = "\n".join(f'{k} = "{v}"' for k, v in entry.items())
+    if bot == "default":
+        text = f"[{platform}]\n{lines}\n"
+        if "env" in sources:
+            monkeypatch.setenv(f"PICOBRIDGE_{platform.upper()}__{key.upper()}",
+                               secret(platform, "env"))
+    else:
+        text = f'[[{platform}.{list_key}]]\nname = "{bot}"\n{lines}\n'
+        if "env" in sources:
+            listed = [{"name": bot, **extra, key: secret(platform, "env")}]
+            monkeypatch.setenv(f"PICOBRIDGE_{platform.upper()}__{list_key.upper()}",
+                               json.dumps(listed))
+    return write(tmp, text)
+
+
+@pytest.mark.parametrize("platform", sorted(SECRET_KEYS))
+@pytest.mark.parametrize("bot", ["default", "work"])
+@pytest.mark.parametrize(("sources", "winner"), PRECEDENCE)
+def test_one_precedence_for_every_bot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      platform: str, bot: str, sources: set[str],
+                                      winner: str) -> None:
+    settings = load_settings(bot_setup(tmp_path, monkeypatch, platform, bot, sources),
+                             environ={})
+    name = platform if bot == "default" else f"{platform}@{bot}"
+    value = getattr(bots(settings)[name][1], SECRET_KEYS[platform][0])
+    assert value.get_secret_value() == secret(platform, winner)
+
+
+def test_a_credential_file_fills_what_the_environments_list_leaves_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "telegram_token_work").write_text(WORK_TOKEN)
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    monkeypatch.setenv("PICOBRIDGE_TELEGRAM__BOTS", '[{"name": "work", "allowed_users": [5]}]')
+    # The environment's list replaces the file's, whose bot "old" is gone.
+    path = write(tmp_path, f'[[telegram.bots]]\nname = "old"\ntoken = "{TOKEN}"\n')
+    settings = load_settings(path, environ={})
+    assert enabled_platforms(settings) == ["telegram@work"]
+    work = bots(settings)["telegram@work"][1]
+    assert work.token.get_secret_value() == WORK_TOKEN and work.allowed_users == [5]

@@ -74,6 +74,10 @@ class StubBridge:
     def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
         return catalogue()
 
+    def offered_commands(self, platform: str, kind: str | None = None
+                         ) -> tuple[BridgeCommand, ...]:
+        return catalogue()
+
     async def knows_chat(self, chat: ChatRef) -> bool:
         return chat.key in self.known
 

@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from picobridge.adapters.common import downloads
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
-from picobridge.adapters.slack import files as slack_files
 from picobridge.adapters.slack.files import SlackFiles, host_allowed, looks_like_login_page
 from picobridge.config.sections import AttachmentSettings
 from tests.fakes.server import DOWNLOAD
@@ -92,7 +92,7 @@ async def test_size_limits_before_and_during_download(
 async def test_transient_host_errors_are_retried(fake: FakeSlack, session: aiohttp.ClientSession,
                                                  tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(slack_files, "RETRY_DELAY", 0.01)
+    monkeypatch.setattr(downloads, "RETRY_DELAY", 0.01)
     fetch = files(fake, session, tmp_path).fetch
     fake.fail_next(DOWNLOAD, 503)
     got = await fetch(fake.add_file(b"after a hiccup", "h.txt"))

@@ -80,3 +80,16 @@ def test_interactivity_is_on_for_the_question_buttons() -> None:
     assert len(placeholders) == 1 and placeholders[0].endswith(events_path)
     event_urls = re.findall(r"^\s*# request_url: (\S+)$", text, re.MULTILINE)
     assert len(set(event_urls)) == 1
+
+
+def test_the_printed_manifest_is_the_shipped_one_for_every_command() -> None:
+    # `picobridge manifest slack` rewrites only the slash command: for the whole catalogue
+    # and the default name it is the shipped file itself (deploy/ links to the package's).
+    from picobridge.adapters.slack.manifest import manifest, template
+    from picobridge.contract import AGENT_COMMANDS, catalogue, listed_commands
+
+    assert template() == MANIFEST.read_text(encoding="utf-8")
+    assert manifest("/picobridge", catalogue(AGENT_COMMANDS)) == template()
+    fewer = manifest("/work", listed_commands())
+    assert "    - command: /work\n" in fewer and "model" not in fewer.split("slash_commands")[1]
+    assert fewer.replace("/work", "/picobridge").count("\n") == template().count("\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from picobridge.contract import ChatRef, InboundMessage, OutgoingReply, ReplyKind
-from picobridge.store import Store
+from picobridge.store import Store, connection
 from picobridge.store.schema import SchemaError, latest_version
 
 CHAT = ChatRef("telegram", "-100123", "7")
@@ -108,6 +108,40 @@ async def test_unsynced_marks_are_committed_at_once_and_leave_the_connection_syn
         assert other.execute("SELECT status FROM outbox WHERE id = ?",
                              (stored.id,)).fetchone() == ("sent",)
     assert await store._one("PRAGMA synchronous") == (2,)  # FULL
+
+
+async def traced(store: Store) -> list[str]:
+    """The statements the store's connection runs from now on."""
+    seen: list[str] = []
+    conn = store._db._conn
+    await store._db._execute(lambda: conn.set_trace_callback(seen.append))  # type: ignore[no-untyped-call]
+    return seen
+
+
+async def test_a_messages_synced_commit_carries_the_unsynced_ones_before_it(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connection, "LAZY_SYNC", 3600.0)  # no checkpoint in between
+    m = await store.record_inbound(msg(1))
+    assert m is not None
+    await store.mark_dispatched([m.id])
+    await store.add_reply(CHAT, OutgoingReply("answer"), settles=[m])
+    assert store.unsynced_commits() == 2
+    await store.record_inbound(msg(2))  # synced: the WAL is one file, synced in order
+    assert store.unsynced_commits() == 0
+
+
+async def test_unsynced_commits_with_no_synced_one_after_are_checkpointed(
+        store: Store) -> None:
+    seen = await traced(store)
+    m = await store.record_inbound(msg(1))
+    assert m is not None
+    await store.mark_dispatched([m.id])
+    assert store.unsynced_commits() == 1
+    sync = store._sync_task
+    assert sync is not None
+    await sync
+    assert store.unsynced_commits() == 0
+    assert [s for s in seen if "wal_checkpoint" in s] == ["PRAGMA wal_checkpoint(PASSIVE)"]
 
 
 async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:

@@ -18,7 +18,8 @@ Typical use::
         await fake.wait_for(lambda: len(fake.sent_messages(42)) >= 1, "a reply")
 
 Parts, each building on the one before: base (HTTP, tokens, chats), files, updates, users
-(updates users cause), api (the methods the bot calls), media (the files it sends).
+(updates users cause), keyboards, commands (the command lists per scope), api (the methods
+the bot calls), media (the files it sends).
 """
 
 from tests.fakes.server import Call

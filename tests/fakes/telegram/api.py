@@ -1,17 +1,16 @@
 """The bot's side of the fake Telegram: the Bot API methods picobridge calls to talk to users
 (getMe, sendMessage, editMessageText, editMessageReplyMarkup, deleteMessage, sendChatAction,
-the command list), and what tests read back from them; files go in media.py."""
+the command lists in commands.py), and what tests read back from them; files go in media.py."""
 
 from __future__ import annotations
 
-import json
-import re
 import time
 
 from tests.fakes.server import JSON
 from tests.fakes.telegram.base import MethodHandler
+from tests.fakes.telegram.commands import TelegramCommands
 from tests.fakes.telegram.entities import formatted_text
-from tests.fakes.telegram.keyboards import TelegramKeyboards, check_markup
+from tests.fakes.telegram.keyboards import check_markup
 from tests.fakes.telegram.model import (
     MAX_TEXT_LENGTH,
     ApiError,
@@ -32,16 +31,14 @@ _NOT_MODIFIED = (
 )
 
 
-class TelegramBotApi(TelegramKeyboards):
+class TelegramBotApi(TelegramCommands):
     """The sending methods, and the record of what the bot sent."""
 
     def methods(self) -> dict[str, MethodHandler]:
         return {**super().methods(), "getMe": self._get_me, "sendMessage": self._send_message,
                 "editMessageText": self._edit_message_text,
                 "editMessageReplyMarkup": self._edit_message_reply_markup,
-                "deleteMessage": self._delete_message, "sendChatAction": self._send_chat_action,
-                "setMyCommands": self._set_my_commands,
-                "getMyCommands": self._get_my_commands}
+                "deleteMessage": self._delete_message, "sendChatAction": self._send_chat_action}
 
     # ---- reading back ------------------------------------------------------------------------
 
@@ -204,32 +201,3 @@ class TelegramBotApi(TelegramKeyboards):
         self.chat_actions.append(ChatAction(chat_id, str(action),
                                             params.get("message_thread_id"), time.monotonic()))
         return True
-
-    # ---- the command list --------------------------------------------------------------------
-
-    @staticmethod
-    def _commands_key(params: JSON) -> tuple[str, str]:
-        scope = params.get("scope") or {"type": "default"}
-        return json.dumps(scope, sort_keys=True), str(params.get("language_code") or "")
-
-    async def _set_my_commands(self, params: JSON) -> bool:
-        commands = params.get("commands")
-        if not isinstance(commands, list):
-            raise bad_request("can't parse commands JSON object")
-        if len(commands) > 100:
-            raise bad_request("too many commands")
-        clean: list[JSON] = []
-        for command in commands:
-            if not isinstance(command, dict):
-                raise bad_request("can't parse BotCommand")
-            name, description = command.get("command"), command.get("description")
-            if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9_]{1,32}", name):
-                raise bad_request("BOT_COMMAND_INVALID")
-            if not isinstance(description, str) or not 1 <= len(description.strip()) <= 256:
-                raise bad_request("BOT_COMMAND_DESCRIPTION_INVALID")
-            clean.append({"command": name, "description": description})
-        self.commands[self._commands_key(params)] = clean
-        return True
-
-    async def _get_my_commands(self, params: JSON) -> list[JSON]:
-        return list(self.commands.get(self._commands_key(params), []))

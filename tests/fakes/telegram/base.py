@@ -55,7 +55,8 @@ class TelegramBase(FakeServer):
         # chats and messages
         self.chats: dict[int, JSON] = {}
         self.chat_actions: list[ChatAction] = []
-        self.commands: dict[tuple[str, str], list[JSON]] = {}
+        # (scope, language) -> the command list set there (commands.py)
+        self.commands: dict[tuple[tuple[Any, ...], str], list[JSON]] = {}
         self._messages: dict[tuple[int, int], JSON] = {}
         self._sent: list[SentMessage] = []
         self._next_message_id: dict[int, int] = {}
