@@ -109,6 +109,13 @@ def base_config(tmp: Path, *agent_flags: str, **agent: Any) -> dict[str, Any]:
     }
 
 
+def named_agent(tmp: Path, name: str, *flags: str) -> dict[str, Any]:
+    """An `[agents.NAME]` table: the fake agent saying who answers (`[NAME] echo: ...`), its
+    state in `tmp/agent-NAME` (its AgentJournal), with base_config's fast timings."""
+    return {**base_config(tmp)["agent"],
+            "command": agent_command(tmp / f"agent-{name}", "--name", name, *flags)}
+
+
 # For the storage-outage tests: another process's write lock on the database counts as an
 # outage after half a second instead of the default 5 s (store.busy_timeout), so they wait for
 # the daemon's reaction, not for SQLite's timer.
@@ -148,6 +155,13 @@ async def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | 
         raise
     assert proc.returncode is not None
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+async def sessions_by_chat(config: Path) -> dict[str, str]:
+    """`picobridge sessions list`: each chat key's line (session, agent, activity, waiting)."""
+    code, out, err = await run_cli("sessions", "list", "--config", str(config))
+    assert code == 0, out + err
+    return {line.split("\t")[0]: line for line in out.splitlines()}
 
 
 class Daemon:

@@ -70,7 +70,7 @@ class SlackPlatform(Platform):
     def manifest(self, section: SlackAppSettings, commands: Sequence[BridgeCommand]) -> str:
         from picobridge.adapters.slack.manifest import manifest
 
-        return manifest(section.slash_command, commands)
+        return manifest(section.slash_command, commands, section.events_path)
 
     def adapter(self, settings: Any) -> Adapter:
         return self.bot_adapter(settings, bot_platform(self.name, DEFAULT_BOT),

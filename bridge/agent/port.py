@@ -68,6 +68,9 @@ class ControlRequest:
     argument: str = ""  # the text (steer, follow-up), the instructions, the path
     settings: SessionSettings = SessionSettings()
     tag: str = ""  # names a steered or follow-up message in the turn's Reply
+    # A steered or follow-up message's files; a driver that cannot pass them raises
+    # ControlFailed (the message then waits for the next turn).
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,14 +9,16 @@ from picobridge.store import Store
 
 # Platforms whose user is the operator at the console: always allowed.
 TRUSTED_PLATFORMS = frozenset({"console"})
+MAX_CACHED = 100_000
 
 
 class AccessPolicy:
     def __init__(self, store: Store, allow_lists: Mapping[str, Set[str]]) -> None:
         self._store = store
         self._allow = allow_lists
-        # Decisions cached until any grant changes (see Store.access_stamp).
-        self._cache: dict[tuple[str, str], bool] = {}
+        # Decisions cached until any grant changes (see Store.access_stamp), by platform and
+        # user id (one dict per platform: no key tuple kept per user).
+        self._cache: dict[str, dict[str, bool]] = {}
         self._stamp = store.access_stamp()
 
     async def allowed(self, platform: str, user_id: str) -> bool:
@@ -26,16 +28,16 @@ class AccessPolicy:
         if stamp != self._stamp:
             self._cache.clear()
             self._stamp = stamp
-        key = (platform, user_id)
-        cached = self._cache.get(key)
+        known = self._cache.get(platform)
+        cached = known.get(user_id) if known is not None else None
         if cached is not None:
             return cached
         decision = await self._store.access_decision(platform, user_id)
         if decision is None:
             decision = user_id in self._allow.get(platform, frozenset())
-        if len(self._cache) > 100_000:
+        if sum(map(len, self._cache.values())) > MAX_CACHED:
             self._cache.clear()  # strangers must not grow memory without bound
-        self._cache[key] = decision
+        self._cache.setdefault(platform, {})[user_id] = decision
         return decision
 
     async def should_tell(self, platform: str, user_id: str) -> bool:

@@ -63,6 +63,12 @@ class BusyHandling:
     def _room_freed(self) -> None:
         raise NotImplementedError
 
+    def _record_dispatch(self, ids: list[int]) -> None:
+        raise NotImplementedError
+
+    async def _recorded(self) -> None:
+        raise NotImplementedError
+
     def _running(self, msg: StoredMessage) -> Turn | None:
         lane = self._lanes.get(msg.chat.key)
         turn = lane.turn if lane is not None else None
@@ -95,8 +101,7 @@ class BusyHandling:
             return
         mode = self.busy_modes.effective(chosen, msg.agent)
         turn = self._running(msg)  # again: the turn may have ended meanwhile
-        if turn is None or mode is BusyMode.COLLECT or (msg.attachments and
-                                                         mode is not BusyMode.INTERRUPT):
+        if turn is None or mode is BusyMode.COLLECT:
             self.enqueue(msg)
             if turn is not None and chosen is not BusyMode.COLLECT and not turn.noted:
                 turn.noted = True
@@ -111,6 +116,10 @@ class BusyHandling:
             return
         kind = ControlKind.STEER if mode is BusyMode.STEER else ControlKind.FOLLOW_UP
         tag = f"m{msg.id}"
+        # Sent to the agent like a turn's own message, it counts as an attempt like one: a
+        # message the agent keeps dying on fails after bridge.max_attempts, steered or not.
+        msg = with_attempt(msg)
+        self._record_dispatch([msg.id])
         turn.pending[tag] = msg
         lane = self._lanes.lane(msg.chat)
         lane.held += 1
@@ -119,12 +128,16 @@ class BusyHandling:
     async def _send_into(self, turn: Turn, kind: ControlKind, msg: StoredMessage,
                          tag: str) -> None:
         try:
-            await turn.worker.control(ControlRequest(kind, turn.session, msg.text, tag=tag))
+            await turn.worker.control(ControlRequest(kind, turn.session, msg.text, tag=tag,
+                                                     attachments=msg.attachments))
         except (ControlFailed, AgentUnavailable) as exc:
             log.info("chat=%s: message %d could not go into the running turn (%s); queued",
                      msg.chat.key, msg.id, exc)
-            if turn.pending.pop(tag, None) is msg:
-                self.enqueue(msg)
+            if turn.pending.pop(tag, None) is msg:  # never reached the agent: no attempt
+                self.enqueue(with_attempt(msg, -1))
+                # The chat's lane is held until this is written: no turn takes it before.
+                await self._recorded()
+                await self._store.requeue([msg.id], refund=True)
         else:
             await self._note(msg, STEERED if kind is ControlKind.STEER else FOLLOWING)
         finally:
@@ -172,5 +185,8 @@ class BusyHandling:
     def _requeue(self, turn: Turn, messages: list[StoredMessage]) -> None:
         """Messages to ask the agent again, not counted as an attempt, at the front."""
         self._put_back(turn, [with_attempt(m, -1) if m.attempts else m for m in messages])
-        ids = [m.id for m in messages]
-        keep(self._sending, self._store.requeue(ids, refund=True), "requeue-busy")
+        keep(self._sending, self._requeue_stored([m.id for m in messages]), "requeue-busy")
+
+    async def _requeue_stored(self, ids: list[int]) -> None:
+        await self._recorded()  # a steered message's dispatch is written first
+        await self._store.requeue(ids, refund=True)

@@ -3,7 +3,6 @@ the answer or a clear error, nothing is lost, and the worker never dies silently
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +87,13 @@ async def test_an_agent_that_exits_while_the_database_is_locked_is_restarted(
             await journal(tmp_path).wait_until(
                 lambda j: any(e.get("event") == "exit" for e in j.entries()),
                 what="the agent's crash")
-            # Beyond the daemon's busy timeout (5 s): its bookkeeping writes fail meanwhile.
+            # Held beyond the daemon's busy timeout (5 s): its bookkeeping writes fail, the
+            # lost turn's requeue and then the new dispatch's record.
+            await chat.wait_for_log(r"reporting the lost agent failed", timeout=30)
             await chat.wait_for_log(r"agent down \(agent exited with code 3\)", timeout=30)
             await chat.wait_for_log(r"agent ready pid=\d+", timeout=30)
-            await asyncio.sleep(6)
+            await chat.wait_for_log(r"recording a dispatch failed \(OperationalError: "
+                                    r"database is locked\)", timeout=30)
         await chat.wait_until(lambda: "echo: #crash-after=1 locked out" in chat.stdout_lines,
                               timeout=60, what="the answer after the lock")
         chat.close_stdin()

@@ -10,10 +10,11 @@ from typing import Any
 
 from tests.e2e.slack_support import reply_to
 from tests.e2e.telegram_support import STRANGER, USER, reply_containing, started
-from tests.e2e.test_named_agents import agent, two_agents_config
+from tests.e2e.test_named_agents import two_agents_config
 from tests.fakes.slack import DEFAULT_USER, FakeSlack
 from tests.fakes.telegram import FakeTelegram, SentMessage
 from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config
+from tests.harness import named_agent as agent
 
 SWITCHABLE = [{"agent": "default", "switchable": ["coder"]}]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests.e2e.media_support import PNG
 from tests.e2e.prime_rpc_support import ensure_pi, pi_agent_settings, wait_for_processes
 from tests.e2e.telegram_support import USER, replies, reply_containing, started, telegram_config
 from tests.fakes.fake_llm import FakeLLM
@@ -68,6 +69,26 @@ async def test_steer_goes_into_the_running_turn_and_gets_one_answer(env: Env) ->
     assert env.llm.user_messages(after_tool[0])[-1] == "steered text"
     answers = [t for t in env.texts() if t.startswith(("ran:", "you said:"))]
     assert answers == ["you said: steered text"]  # one answer for both, none twice
+
+
+async def test_a_photo_steers_too_and_reaches_the_model_as_an_image(env: Env) -> None:
+    # pi's steer takes images as its prompt does (the program, not the seed, says so).
+    await env.say("/mode steer", "✓ Mode: steer")
+    env.fake.user_message(USER, USER, "RUN sleep 3")
+    await env.tool_running("sleep 3")
+    env.fake.user_photo(USER, USER, PNG, caption="look at this")
+    await reply_containing(env.fake, USER, "↪️ Passed to the agent", timeout=60)
+    await reply_containing(env.fake, USER, "you said: look at this", timeout=60)
+    after_tool = next(r for r in env.llm.requests
+                      if any(m["role"] == "tool" for m in r["messages"]))
+    steered = after_tool["messages"][-1]
+    assert steered["role"] == "user"
+    parts = steered["content"] if isinstance(steered["content"], list) else []
+    assert [p["type"] for p in parts] == ["text", "image_url"]
+    assert parts[0]["text"] == "look at this"
+    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    answers = [t for t in env.texts() if t.startswith(("ran:", "you said:"))]
+    assert answers == ["you said: look at this"]  # one answer for both, none twice
 
 
 async def test_followup_gets_its_own_answer_after_the_first(env: Env) -> None:

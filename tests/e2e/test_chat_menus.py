@@ -14,10 +14,11 @@ from picobridge.agent.protocols.prime_rpc import PrimeRpcDriver
 from picobridge.contract import listed_commands
 from tests.e2e.prime_rpc_support import fake_agent_settings
 from tests.e2e.telegram_support import USER, reply_containing, started
-from tests.e2e.test_named_agents import agent, mention
+from tests.e2e.test_named_agents import mention
 from tests.fakes.server import Call
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import Daemon, base_config, write_config
+from tests.harness import named_agent as agent
 
 DEV_CHAT = -100700  # routed to the coder
 NEW_CHAT = -100800  # routed to the coder, first heard from after the restart

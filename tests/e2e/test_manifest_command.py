@@ -4,6 +4,7 @@ in its hint; the default app on picobot has not; a platform without manifests sa
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.e2e.prime_rpc_support import fake_agent_settings
@@ -36,3 +37,21 @@ async def test_each_apps_manifest_lists_what_its_routes_reach(tmp_path: Path) ->
     assert command == "- command: /picobridge" and "model" not in hint and "| mode |" in hint
     code, out, err = await run_cli("manifest", "telegram", "--config", str(path))
     assert code == 2 and out == "" and "no app manifest" in err
+
+
+async def test_each_apps_manifest_points_its_request_urls_at_its_own_events_path(
+        tmp_path: Path) -> None:
+    config = base_config(tmp_path)
+    keys = {"bot_token": "xoxb-1-2-abc", "mode": "http", "signing_secret": "s3cr3t-signing"}
+    config["slack"] = {**keys, "apps": [{"name": "acme", **keys},
+                                        {"name": "beta", **keys, "events_path": "/in/beta"}]}
+    config["http"] = {"listen": "127.0.0.1:0"}
+    path = write_config(tmp_path, config)
+    for bot, events in (("slack", "/slack/events"), ("slack@acme", "/slack/acme/events"),
+                        ("slack@beta", "/in/beta")):
+        code, out, err = await run_cli("manifest", bot, "--config", str(path))
+        assert code == 0, err
+        urls = re.findall(r"^\s*# (?:request_)?url: (\S+)$", out, re.MULTILINE)
+        # The events, interactivity and slash command placeholders, all on the app's path.
+        assert urls == [f"https://bot.example.com{events}"] * 3, (bot, urls)
+        assert "s3cr3t-signing" not in out + err

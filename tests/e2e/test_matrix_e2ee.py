@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from picobridge import exit_codes
 from tests.e2e.matrix_support import assert_no_secrets, matrix_config, synced
 from tests.e2e.media_support import PDF, put, script_reply
@@ -20,6 +22,10 @@ from tests.e2e.test_telegram_streaming import GATED_AGENT, Gates
 from tests.harness import Daemon, run_cli
 from tests.synapse.crypto_person import CryptoPerson, Seen
 from tests.synapse.server import Account, Synapse
+
+# Each test starts one or two daemons and an encrypting client, besides the worker's Synapse
+# start when it is the worker's first: on a loaded machine more than the default 120 s pass.
+pytestmark = pytest.mark.timeout(300)
 
 
 def text(event: Seen) -> str:
@@ -150,6 +156,7 @@ async def test_in_a_room_with_more_people_every_member_reads_the_answer(
             assert not plain_from(alice, room, bot)
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_backlog_in_an_encrypted_room_loses_nothing(
         tmp_path: Path, synapse: Synapse) -> None:
     bot = synapse.register()
@@ -174,7 +181,7 @@ async def test_sigkill_mid_backlog_in_an_encrypted_room_loses_nothing(
         for n in range(4, 60):
             await me.say(room, f"m{n}")
         async with Daemon(config) as again:
-            await me.wait_until(lambda: set(answered()) == set(range(60)), timeout=90,
+            await me.wait_until(lambda: set(answered()) == set(range(60)), timeout=180,
                                 what="every message answered")
             await again.wait_for_log(r"filled a gap of [1-9]\d* events")
         assert sorted(answered()) == list(range(60)), "a message answered twice"
@@ -182,7 +189,8 @@ async def test_sigkill_mid_backlog_in_an_encrypted_room_loses_nothing(
     assert "could not be decrypted" not in again.log
 
 
-async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse) -> None:
+async def test_streamed_edits_are_encrypted_and_an_encrypted_edit_updates_a_queued_message(
+        tmp_path: Path, synapse: Synapse) -> None:
     bot = synapse.register()
     gates = Gates()
     port = await gates.start()
@@ -190,7 +198,8 @@ async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse
     try:
         async with crypto_person(tmp_path, synapse) as me:
             config = matrix_config(tmp_path, synapse, bot, [me.user_id], agent=agent,
-                                   stream=True, reaction_done="", e2ee=True)
+                                   stream=True, reaction_done="", e2ee=True,
+                                   sections={"bridge": {"coalesce": False}})
             async with Daemon(config) as daemon:
                 await synced(daemon)
                 room = await me.create_encrypted_dm(bot.user_id)
@@ -199,15 +208,33 @@ async def test_streamed_edits_are_encrypted_too(tmp_path: Path, synapse: Synapse
                 await gates.reached("g")
                 draft = await me.wait_for(room, bot.user_id, lambda e: text(e).endswith("…"),
                                           what="the streamed draft")
+                # Queued behind the held turn, then corrected with an (encrypted) edit.
+                second = await me.say(room, "secnd")
+                await daemon.wait_for_log(rf"matrix event {re.escape(second)} -> accepted")
+                await me.send(room, {"msgtype": "m.text", "body": "* second",
+                                     "m.new_content": {"msgtype": "m.text", "body": "second"},
+                                     "m.relates_to": {"rel_type": "m.replace",
+                                                      "event_id": second}})
+                await daemon.wait_for_log(rf"queued message {re.escape(second)} updated")
                 gates.open("g")
-                edit = await me.wait_for(room, bot.user_id, lambda e: e["content"].get(
-                    "m.new_content", {}).get("body") == f"echo: {said}", what="the final edit")
+                edit = await me.wait_for(room, bot.user_id,
+                                         lambda e: final(e) == f"echo: {said}",
+                                         what="the final edit")
                 assert draft["decrypted"] and edit["decrypted"]
                 assert edit["content"]["m.relates_to"] == {"rel_type": "m.replace",
                                                            "event_id": draft["event_id"]}
+                await me.wait_for(room, bot.user_id, lambda e: final(e) == "echo: second",
+                                  what="the edited message answered")
+            assert not any("secnd" in final(e) for e in me.from_user(room, bot.user_id))
             assert not plain_from(me, room, bot)
     finally:
         gates.close()
+
+
+def final(event: Seen) -> str:
+    """The text an event shows: an edit's new content, else its body."""
+    new = event.get("content", {}).get("m.new_content")
+    return str(new.get("body", "")) if isinstance(new, dict) else text(event)
 
 
 async def test_files_go_both_ways_encrypted(tmp_path: Path, synapse: Synapse) -> None:
@@ -255,6 +282,10 @@ async def test_a_message_that_cannot_be_decrypted_is_reported(tmp_path: Path,
                                        what="the could-not-read notice")
             assert notice["decrypted"] and notice["content"]["msgtype"] == "m.notice"
             await me.send_raw(room, "m.room.encrypted", {**sealed, "ciphertext": "AwgBEnAB"})
+            # A to-device message that is not what it claims: logged, the sync goes on.
+            await me.send_to_device_raw(bot.user_id, "m.room.encrypted", {
+                "algorithm": "m.olm.v1.curve25519-aes-sha2", "sender_key": "c" * 43,
+                "ciphertext": {"nokey": {"type": 0, "body": "AwoG"}}})
             await me.say(room, "and this one?")
             await me.wait_for(room, bot.user_id, answered("echo: and this one?"),
                               what="the next message answered")
@@ -263,6 +294,7 @@ async def test_a_message_that_cannot_be_decrypted_is_reported(tmp_path: Path,
             assert sum("decrypt" in text(e) for e in me.from_user(room, bot.user_id)) == 2
         assert daemon.log.count("could not be decrypted") == 2
         assert daemon.log.count("waiting for the key of") == 1
+        assert "encryption: to-device event from" in daemon.log
 
 
 async def test_e2ee_without_the_extra_is_a_configuration_error(tmp_path: Path) -> None:

@@ -17,24 +17,27 @@ from typing import Any
 
 from tests.e2e.telegram_support import OTHER_USER, USER, replies, reply_containing, started
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon, agent_command, base_config, run_cli, write_config
+from tests.harness import (
+    AgentJournal,
+    Daemon,
+    base_config,
+    named_agent,
+    run_cli,
+    sessions_by_chat,
+    write_config,
+)
 
 DEV_CHAT = -100500  # a group routed to the coder by chat key
 GROUP = -100600  # another group: routed to the coder by kind
 
-
-def agent(tmp: Path, name: str, *flags: str) -> dict[str, Any]:
-    return {"command": agent_command(tmp / f"agent-{name}", "--name", name, *flags),
-            "ready_timeout": 10, "ping_interval": 1, "ping_timeout": 1, "turn_timeout": 30,
-            "shutdown_timeout": 3}
 
 
 def two_agents_config(tmp: Path, fake: FakeTelegram, *, coder_flags: tuple[str, ...] = (),
                       routes: list[dict[str, Any]] | None = None,
                       **extra: Any) -> Path:
     config = base_config(tmp)
-    config["agent"] = agent(tmp, "family")
-    config["agents"] = {"coder": agent(tmp, "coder", *coder_flags)}
+    config["agent"] = named_agent(tmp, "family")
+    config["agents"] = {"coder": named_agent(tmp, "coder", *coder_flags)}
     config["routes"] = routes if routes is not None else [
         {"agent": "coder", "chats": [f"telegram:{DEV_CHAT}"]},
         {"agent": "coder", "users": [str(OTHER_USER)], "kind": "private"},
@@ -69,9 +72,7 @@ async def test_each_chat_is_answered_by_its_agent_also_after_a_restart(tmp_path:
             await reply_containing(fake, GROUP, "[coder] echo: Ann: dinner?")
             await daemon.wait_for_log(r"agent ready pid=\d+ worker=coder/w1")
         assert daemon.returncode == 0
-        code, out, _ = await run_cli("sessions", "list", "--config", str(config))
-        assert code == 0
-        lines = {line.split("\t")[0]: line for line in out.splitlines()}
+        lines = await sessions_by_chat(config)
         assert "\tagent default\t" in lines[f"telegram:{USER}"]
         assert "\tagent coder\t" in lines[f"telegram:{OTHER_USER}"]
         assert ".coder." in lines[f"telegram:{DEV_CHAT}"].split("\t")[1]
@@ -184,7 +185,7 @@ def coder_status(db: Path) -> list[str]:
 async def test_an_agent_that_stops_reading_holds_up_only_its_own_chats(tmp_path: Path) -> None:
     # The coder is ready but never reads its stdin, and its write timeout (ping_timeout) and
     # pings are far off: a long turn for it fills the pipe and its write waits.
-    deaf = {**agent(tmp_path, "coder", "--deaf"), "ping_interval": 600, "ping_timeout": 600}
+    deaf = {**named_agent(tmp_path, "coder", "--deaf"), "ping_interval": 600, "ping_timeout": 600}
     async with FakeTelegram() as fake:
         config = two_agents_config(tmp_path, fake, agents={"coder": deaf})
         async with Daemon(config) as daemon:

@@ -10,22 +10,24 @@ from typing import Any
 
 from tests.e2e.telegram_support import OTHER_USER, USER, replies, reply_containing, started
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon, agent_command, base_config, run_cli, write_config
+from tests.harness import (
+    AgentJournal,
+    Daemon,
+    base_config,
+    named_agent,
+    sessions_by_chat,
+    write_config,
+)
 
 GROUP = -100700
 NOTICE = "is no longer configured"
 
 
-def agent(tmp: Path, name: str, *flags: str) -> dict[str, Any]:
-    return {"command": agent_command(tmp / f"agent-{name}", "--name", name, *flags),
-            "ready_timeout": 10, "ping_interval": 1, "ping_timeout": 1, "turn_timeout": 30,
-            "shutdown_timeout": 3}
-
 
 def config_with(tmp: Path, fake: FakeTelegram, agents: dict[str, dict[str, Any]],
                 routes: list[dict[str, Any]]) -> Path:
     config = base_config(tmp)
-    config["agent"] = agent(tmp, "family")
+    config["agent"] = named_agent(tmp, "family")
     config["agents"] = agents
     config["routes"] = routes
     config["telegram"] = {
@@ -48,7 +50,8 @@ async def test_messages_waiting_for_a_removed_agent_go_to_the_chats_agent_now(
     async with FakeTelegram() as fake:
         fake.add_chat(GROUP, "group", title="family group")
         # The coder never gets ready: its messages wait.
-        before = config_with(tmp_path, fake, {"coder": agent(tmp_path, "coder", "--no-ready")},
+        coder = named_agent(tmp_path, "coder", "--no-ready")
+        before = config_with(tmp_path, fake, {"coder": coder},
                              [{"agent": "coder", "users": [str(OTHER_USER)]},
                               {"agent": "coder", "kind": "group"}])
         async with Daemon(before) as daemon:
@@ -63,7 +66,7 @@ async def test_messages_waiting_for_a_removed_agent_go_to_the_chats_agent_now(
         assert not replies(fake, OTHER_USER, "echo") and not replies(fake, GROUP, "echo")
 
         # The coder is gone; groups now go to a helper, the rest to the default agent.
-        after = config_with(tmp_path, fake, {"helper": agent(tmp_path, "helper")},
+        after = config_with(tmp_path, fake, {"helper": named_agent(tmp_path, "helper")},
                             [{"agent": "helper", "kind": "group"}])
         async with Daemon(after) as daemon:
             await started(daemon, fake)
@@ -91,9 +94,7 @@ async def test_messages_waiting_for_a_removed_agent_go_to_the_chats_agent_now(
     assert family.count("for the coder 1\n\nfor the coder 2") + family.count(
         "for the coder 1") == 1
     assert helper == ["Ann: group question", "Ann: still here?"]
-    code, out, _ = await run_cli("sessions", "list", "--config", str(after))
-    assert code == 0
-    lines = {line.split("\t")[0]: line for line in out.splitlines()}
+    lines = await sessions_by_chat(after)
     assert "\tagent default\t" in lines[f"telegram:{OTHER_USER}"]
     assert "\tagent helper\t" in lines[f"telegram:{GROUP}"]
-    assert all(line.endswith("\t0 waiting") for line in lines.values()), out
+    assert all(line.endswith("\t0 waiting") for line in lines.values()), lines

@@ -16,16 +16,18 @@ from typing import Any
 
 from tests.e2e.slack_support import http_port, reply_to
 from tests.fakes.slack import DEFAULT_USER, FakeSlack
-from tests.harness import AgentJournal, Daemon, agent_command, base_config, run_cli, write_config
+from tests.harness import (
+    AgentJournal,
+    Daemon,
+    base_config,
+    named_agent,
+    sessions_by_chat,
+    write_config,
+)
 
 ACME_BOT_TOKEN, ACME_APP_TOKEN = "xoxb-2-acme-bot-token-x7", "xapp-2-A2-acme-app-token"
 OUTSIDER = "U0OUTSIDER"  # allowed on the default app only
 
-
-def agent(tmp: Path, name: str) -> dict[str, Any]:
-    return {"command": agent_command(tmp / f"agent-{name}", "--name", name),
-            "ready_timeout": 10, "ping_interval": 1, "ping_timeout": 1, "turn_timeout": 30,
-            "shutdown_timeout": 3}
 
 
 def app_keys(fake: FakeSlack, users: list[str]) -> dict[str, Any]:
@@ -34,12 +36,24 @@ def app_keys(fake: FakeSlack, users: list[str]) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def two_workspaces() -> AsyncIterator[tuple[FakeSlack, FakeSlack]]:
-    async with FakeSlack() as home, FakeSlack(team_id="T2", team_name="Acme", app_id="A2",
-                                              bot_user_id="U0ACMEBOT", bot_id="B0ACME",
-                                              bot_token=ACME_BOT_TOKEN,
-                                              app_token=ACME_APP_TOKEN) as acme:
+async def two_workspaces(ack_timeout: float = 3.0
+                         ) -> AsyncIterator[tuple[FakeSlack, FakeSlack]]:
+    async with FakeSlack(ack_timeout=ack_timeout) as home, FakeSlack(
+            team_id="T2", team_name="Acme", app_id="A2", bot_user_id="U0ACMEBOT",
+            bot_id="B0ACME", bot_token=ACME_BOT_TOKEN, app_token=ACME_APP_TOKEN,
+            ack_timeout=ack_timeout) as acme:
         yield home, acme
+
+
+def apps_config(tmp: Path, home: dict[str, Any], acme: dict[str, Any], **extra: Any) -> Path:
+    """Two agents and two apps, the default app's keys `home` and the app acme's `acme`."""
+    config = base_config(tmp)
+    config["agent"] = named_agent(tmp, "family")
+    config["agents"] = {"coder": named_agent(tmp, "coder")}
+    config["routes"] = [{"agent": "coder", "bot": "acme"}]
+    config["slack"] = {**home, "apps": [{"name": "acme", **acme}]}
+    config.update(extra)
+    return write_config(tmp, config)
 
 
 def texts(fake: FakeSlack) -> list[str]:
@@ -48,13 +62,8 @@ def texts(fake: FakeSlack) -> list[str]:
 
 async def test_two_apps_same_ids_each_answered_by_its_own_agent(tmp_path: Path) -> None:
     async with two_workspaces() as (home, acme):
-        config = base_config(tmp_path)
-        config["agent"] = agent(tmp_path, "family")
-        config["agents"] = {"coder": agent(tmp_path, "coder")}
-        config["routes"] = [{"agent": "coder", "bot": "acme"}]
-        config["slack"] = {**app_keys(home, [DEFAULT_USER, OUTSIDER]),
-                           "apps": [{"name": "acme", **app_keys(acme, [DEFAULT_USER])}]}
-        path = write_config(tmp_path, config)
+        path = apps_config(tmp_path, app_keys(home, [DEFAULT_USER, OUTSIDER]),
+                           app_keys(acme, [DEFAULT_USER]))
         async with Daemon(path) as daemon:
             await home.wait_for_socket()
             await acme.wait_for_socket()
@@ -84,9 +93,7 @@ async def test_two_apps_same_ids_each_answered_by_its_own_agent(tmp_path: Path) 
     coder = [m["content"] for m in AgentJournal(tmp_path / "agent-coder").messages()]
     assert family == ["hello home", "what did I just say"]
     assert coder == ["hello acme", "what did I just say"]
-    code, out, _ = await run_cli("sessions", "list", "--config", str(path))
-    assert code == 0
-    lines = {line.split("\t")[0]: line for line in out.splitlines()}
+    lines = await sessions_by_chat(path)
     assert "\tagent default\t" in lines[f"slack:{first['channel']}"]
     assert "\tagent coder\t" in lines[f"slack@acme:{first['channel']}"]
     assert not any(key.startswith("slack@acme:") and OUTSIDER in key for key in lines)
@@ -95,15 +102,6 @@ async def test_two_apps_same_ids_each_answered_by_its_own_agent(tmp_path: Path) 
 BURST_USERS = [f"U0BURST{n}" for n in range(6)]
 PER_USER = 6
 TAG = re.compile(r"\b(home|acme)(\d+)-(\d+)\b")
-
-
-def apps_config(tmp: Path, home: FakeSlack, acme: FakeSlack, users: list[str]) -> Path:
-    config = base_config(tmp)
-    config["agent"] = agent(tmp, "family")
-    config["agents"] = {"coder": agent(tmp, "coder")}
-    config["routes"] = [{"agent": "coder", "platform": "slack", "bot": "acme"}]
-    config["slack"] = {**app_keys(home, users), "apps": [{"name": "acme", **app_keys(acme, users)}]}
-    return write_config(tmp, config)
 
 
 def answers(fake: FakeSlack, app: str) -> Counter[tuple[int, int]]:
@@ -124,11 +122,8 @@ def tags_seen(journal: AgentJournal, app: str) -> Counter[tuple[int, int]]:
 async def test_sigkill_mid_backlog_loses_nothing_and_crosses_nothing(tmp_path: Path) -> None:
     everything = {(u, i) for u in range(len(BURST_USERS)) for i in range(PER_USER)}
     # A short ack timeout: Slack's redelivery of what was not acknowledged comes quickly.
-    async with FakeSlack(ack_timeout=1.0) as home, FakeSlack(
-            team_id="T2", team_name="Acme", app_id="A2", bot_user_id="U0ACMEBOT",
-            bot_id="B0ACME", bot_token=ACME_BOT_TOKEN, app_token=ACME_APP_TOKEN,
-            ack_timeout=1.0) as acme:
-        config = apps_config(tmp_path, home, acme, BURST_USERS)
+    async with two_workspaces(ack_timeout=1.0) as (home, acme):
+        config = apps_config(tmp_path, app_keys(home, BURST_USERS), app_keys(acme, BURST_USERS))
         daemon = await Daemon(config).start()
         await home.wait_for_socket()
         await acme.wait_for_socket()
@@ -180,14 +175,8 @@ HOME_SECRET, ACME_SECRET = "home-signing-secret-0b1e", "acme-signing-secret-77c4
 
 async def test_two_apps_in_http_mode_each_on_its_own_path_and_secret(tmp_path: Path) -> None:
     async with two_workspaces() as (home, acme):
-        config = base_config(tmp_path)
-        config["agent"] = agent(tmp_path, "family")
-        config["agents"] = {"coder": agent(tmp_path, "coder")}
-        config["routes"] = [{"agent": "coder", "bot": "acme"}]
-        config["slack"] = {**http_app(home, HOME_SECRET),
-                           "apps": [{"name": "acme", **http_app(acme, ACME_SECRET)}]}
-        config["http"] = {"listen": "127.0.0.1:0"}
-        path = write_config(tmp_path, config)
+        path = apps_config(tmp_path, http_app(home, HOME_SECRET), http_app(acme, ACME_SECRET),
+                           http={"listen": "127.0.0.1:0"})
         async with Daemon(path) as daemon:
             port = await http_port(daemon)
             home_url = f"http://127.0.0.1:{port}/slack/events"
@@ -235,7 +224,7 @@ def http_app(fake: FakeSlack, secret: str) -> dict[str, Any]:
 async def test_each_app_keeps_the_files_people_share_in_a_folder_of_its_own(
         tmp_path: Path) -> None:
     async with two_workspaces() as (home, acme):
-        path = apps_config(tmp_path, home, acme, [DEFAULT_USER])
+        path = apps_config(tmp_path, app_keys(home, [DEFAULT_USER]), app_keys(acme, [DEFAULT_USER]))
         async with Daemon(path):
             await home.wait_for_socket()
             await acme.wait_for_socket()

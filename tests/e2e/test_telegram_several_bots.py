@@ -20,10 +20,11 @@ from tests.fakes.telegram import FakeTelegram
 from tests.harness import (
     AgentJournal,
     Daemon,
-    agent_command,
     base_config,
     free_port,
+    named_agent,
     run_cli,
+    sessions_by_chat,
     write_config,
 )
 
@@ -32,11 +33,6 @@ CHATS = [7100 + n for n in range(8)]
 PER_CHAT = 8
 TAG = re.compile(r"\b(home|work)(\d+)-(\d+)\b")
 
-
-def agent(tmp: Path, name: str) -> dict[str, Any]:
-    return {"command": agent_command(tmp / f"agent-{name}", "--name", name),
-            "ready_timeout": 10, "ping_interval": 1, "ping_timeout": 1, "turn_timeout": 30,
-            "shutdown_timeout": 3}
 
 
 def bot_keys(fake: FakeTelegram, users: list[int]) -> dict[str, Any]:
@@ -50,8 +46,8 @@ def two_bots_config(tmp: Path, home: FakeTelegram, work: FakeTelegram, *,
                     work_keys: dict[str, Any] | None = None, **extra: Any) -> Path:
     config = base_config(tmp)
     config.update(extra)
-    config["agent"] = agent(tmp, "family")
-    config["agents"] = {"coder": agent(tmp, "coder")}
+    config["agent"] = named_agent(tmp, "family")
+    config["agents"] = {"coder": named_agent(tmp, "coder")}
     config["routes"] = [{"agent": "coder", "platform": "telegram", "bot": "work"}]
     config["telegram"] = {**bot_keys(home, home_users),
                           "bots": [{"name": "work", **bot_keys(work, work_users),
@@ -117,9 +113,7 @@ async def test_two_bots_same_chat_ids_each_answered_by_its_own_agent(tmp_path: P
     assert family == ["hello home", "what did I just say"]
     assert coder == ["hello work", "now?", "what did I just say"]
     # Each bot its own chats, offset and grants.
-    code, out, _ = await run_cli("sessions", "list", "--config", str(config))
-    assert code == 0
-    lines = {line.split("\t")[0]: line for line in out.splitlines()}
+    lines = await sessions_by_chat(config)
     assert "\tagent default\t" in lines[f"telegram:{USER}"]
     assert "\tagent coder\t" in lines[f"telegram@work:{USER}"]
     assert f"telegram:{OTHER_USER}" not in lines

@@ -190,7 +190,9 @@ class FakeServer:
         event.set()
 
     async def until(self, predicate: Callable[[], object], timeout: float | None) -> bool:
-        """Whether ``predicate()`` became true within ``timeout`` (None: no limit)."""
+        """Whether ``predicate()`` became true, seen at a notify(), within ``timeout`` (None:
+        no limit). It is not checked again at the deadline: a condition that came true
+        without a notify() is a bug that wait_for() reports instead of passing late."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while not predicate():
@@ -207,7 +209,7 @@ class FakeServer:
                 async with asyncio.timeout(remaining):
                     await event.wait()
             except TimeoutError:
-                return bool(predicate())
+                return False
         return True
 
     async def wait_for(self, predicate: Callable[[], T | None], what: str = "",
@@ -215,7 +217,9 @@ class FakeServer:
         """Wait until ``predicate()`` is truthy and return its value.
 
         It is re-checked whenever the fake's state changes; state the fake does not own wakes
-        it only through ``notify()``. TimeoutError names ``what`` and the last calls.
+        it only through ``notify()``. TimeoutError names ``what`` and the last calls; a
+        condition that holds at the deadline although no notify() announced it raises
+        AssertionError (a missing notify() in the fake or the test), never passes late.
         """
         result: list[T] = []
 
@@ -229,6 +233,10 @@ class FakeServer:
             return result[-1]
         recent = ", ".join(f"{c.method}->{c.status}" for c in self.calls[-12:]) or "none"
         label = what or getattr(predicate, "__name__", "condition")
+        if predicate():
+            # Passing here would hide the bug and cost every such test the whole timeout.
+            raise AssertionError(f"{type(self).__name__}: {label} came true but nothing "
+                                 f"called notify() (last calls: {recent})")
         raise TimeoutError(f"{type(self).__name__}: {label} not met within {timeout}s "
                            f"(last calls: {recent})")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Self, cast
 
 import aiohttp
-from mautrix.api import HTTPAPI
+from mautrix.api import HTTPAPI, Method
+from mautrix.api import Path as APIPath
 from mautrix.client import Client
 from mautrix.client.state_store.asyncpg.upgrade import upgrade_table as state_upgrades
 from mautrix.crypto import OlmMachine, PgCryptoStateStore, PgCryptoStore
@@ -189,6 +190,13 @@ class CryptoPerson:
         event_id = await self.client.send_message_event(
             RoomID(room), EventType.find(kind), cast(Any, content), disable_encryption=True)
         return str(event_id)
+
+    async def send_to_device_raw(self, user: str, kind: str, content: dict[str, Any]) -> None:
+        """A to-device event to every device of `user`, as it is (a broken one)."""
+        assert self.client is not None
+        await self.client.api.request(
+            Method.PUT, APIPath.v3.sendToDevice[kind][self.client.api.get_txn_id()],
+            {"messages": {user: {"*": content}}})
 
     async def bot_devices(self, bot: str) -> dict[str, str]:
         """The bot's devices as the homeserver lists them, each with its ed25519 key."""

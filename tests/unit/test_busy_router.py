@@ -118,6 +118,8 @@ async def test_a_refused_steer_waits_for_the_next_turn(rig: Rig) -> None:
     await sent_into(rig)
     await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer"))
     assert (await rig.agent.next()).text == "second"
+    # Never taken into the turn, it was not charged an attempt there: only this one.
+    assert [(m.text, m.attempts) for m in await rig.store.open_messages()] == [("second", 1)]
 
 
 async def test_a_follow_up_gets_its_own_answer_in_the_same_turn(rig: Rig) -> None:
@@ -149,6 +151,32 @@ async def test_an_interrupt_stops_the_turn_and_sends_only_the_new_message(rig: R
     await rig.router.agent_event(rig.agent, Reply.of(again.session, "ok"))
     await rig.adapter.wait_sent(2)
     assert "half" not in [r.text for _, r in rig.adapter.sent]
+    assert await rig.store.open_messages() == []
+
+
+async def test_a_steered_message_is_charged_an_attempt_like_a_turns_own(rig: Rig) -> None:
+    await rig.say("first")
+    await rig.agent.next()
+    await rig.say("steer me")
+    await sent_into(rig)
+    # Written as dispatched, one attempt, beside the turn's own message.
+    await rig.router._recorded()
+    assert {m.text: (m.status, m.attempts) for m in await rig.store.open_messages()} == {
+        "first": ("dispatched", 1), "steer me": ("dispatched", 1)}
+    # The agent dies on it: both are asked again, together, each on its second attempt...
+    for attempt in (2, 3):
+        rig.agent.ready = False
+        await rig.router.worker_lost(rig.agent, "crash")
+        rig.agent.ready = True
+        await rig.router.worker_ready(rig.agent)
+        again = await rig.agent.next()
+        assert again.text == "first\n\nsteer me"
+        attempts = {m.text: m.attempts for m in await rig.store.open_messages()}
+        assert attempts == {"first": attempt, "steer me": attempt}
+    # ... and after bridge.max_attempts both have failed and their sender is told.
+    rig.agent.ready = False
+    await rig.router.worker_lost(rig.agent, "crash")
+    await rig.adapter.wait_sent(2)  # the steer's note and the failure
     assert await rig.store.open_messages() == []
 
 

@@ -282,11 +282,16 @@ class Refusing(Recorder):
         super().__init__()
         self.hang = hang
         self.called = asyncio.Event()
+        self.cancelled = False
 
     async def dialog_closed(self, chat: ChatRef, closed: DialogClosed) -> None:
         self.called.set()
         if self.hang:
-            await asyncio.Event().wait()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
         raise RuntimeError(f"refused: {PRIVATE_TEXT}")
 
 
@@ -318,9 +323,9 @@ async def test_a_platform_that_never_finishes_closing_does_not_hold_up_the_stop(
     outbox = Outbox(store, {"test": adapter})
     outbox.dialog_closed(CHAT, DialogClosed("q1", DialogEnd.CLOSED))
     await asyncio.wait_for(adapter.called.wait(), 5)
-    started = time.monotonic()
-    await asyncio.wait_for(outbox.stop(0.2), 5)
-    assert time.monotonic() - started < 2
+    # The closing never ends by itself: stop returns only because it gives up on it.
+    await outbox.stop(0.2)
+    assert adapter.cancelled
     # Once stopping, questions are no longer changed.
     adapter.called.clear()
     outbox.dialog_closed(CHAT, DialogClosed("q2", DialogEnd.CLOSED))

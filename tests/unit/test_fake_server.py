@@ -67,6 +67,15 @@ async def test_call_log_and_wait_for(server: EchoServer, http: aiohttp.ClientSes
         await server.wait_for(lambda: False, "nothing else", timeout=0.05)
 
 
+async def test_a_condition_met_without_notify_fails_the_wait(server: EchoServer) -> None:
+    # A change nobody announced is found at the deadline: a bug in the fake, never a pass.
+    changed: list[int] = []
+    asyncio.get_running_loop().call_soon(changed.append, 1)
+    with pytest.raises(AssertionError, match=r"silent change came true but nothing called"):
+        await server.wait_for(lambda: changed, "silent change", timeout=0.05)
+    assert await server.wait_for(lambda: changed) == [1]  # true already: no wait at all
+
+
 async def test_fail_next_counts_and_429_has_retry_after(server: EchoServer,
                                                         http: aiohttp.ClientSession) -> None:
     server.fail_next("send", 429, times=2)

@@ -10,11 +10,13 @@ from typing import cast
 
 import pytest
 
-from picobridge.contract import ChatRef, InboundMessage, ReplyKind
+from picobridge.contract import ChatRef, InboundMessage, OutgoingReply, ReplyKind
 from picobridge.core.orphans import Orphans
 from picobridge.core.outbox import Outbox
+from picobridge.core.retries import Retries
+from picobridge.core.router import Router
 from picobridge.core.routes import Route, Routing
-from picobridge.store import Store, StoredReply
+from picobridge.store import Store, StoredMessage, StoredReply
 
 GROUP, DM = ChatRef("chat", "-5"), ChatRef("chat", "7")
 
@@ -63,3 +65,27 @@ async def test_waiting_messages_of_a_gone_agent_move_and_their_chat_is_told_once
 
     assert await orphans.adopt_waiting() == 0  # nothing left to move, nobody told again
     assert len(told.replies) == 1
+
+
+class Queue:
+    def __init__(self) -> None:
+        self.messages: list[StoredMessage] = []
+
+    def enqueue(self, message: StoredMessage) -> None:
+        self.messages.append(message)
+
+
+async def test_a_retried_dead_letter_of_a_gone_agent_goes_to_its_chats_agent(
+        store: Store) -> None:
+    stored = await store.record_inbound(message(DM, 1, "private"), "gone")
+    assert stored is not None
+    await store.add_reply(DM, OutgoingReply("could not answer", ReplyKind.ERROR),
+                          settles=[stored], settle_status="failed")
+    assert await store.request_retry([("message", stored.id)]) == 1
+    told, queue = Told(), Queue()
+    orphans = Orphans(store, Routing([], "default"), {"default"}, cast(Outbox, told))
+    retries = Retries(store, cast(Router, queue), cast(Outbox, told), orphans=orphans)
+    assert await retries.take_up() == 1
+    assert [(m.id, m.agent) for m in queue.messages] == [(stored.id, "default")]
+    assert [(m.id, m.agent) for m in await store.open_messages()] == [(stored.id, "default")]
+    assert len(told.replies) == 1 and "“gone”" in told.replies[0].reply.text

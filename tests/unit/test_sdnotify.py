@@ -6,7 +6,6 @@ import asyncio
 import os
 import socket
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,17 +201,14 @@ async def test_watchdog_loop_treats_a_raising_check_as_unhealthy(systemd: FakeSy
             await task
 
 
-async def test_watchdog_loop_real_pace(systemd: FakeSystemd) -> None:
+async def test_watchdog_loop_keeps_pinging_with_the_real_sleep(systemd: FakeSystemd) -> None:
+    # The pace itself is the stepped test's (the delays asked for); this one is the default
+    # sleep's wiring, so it asserts no durations.
     notifier = notifier_for(systemd)
     task = asyncio.create_task(watchdog_loop(notifier, lambda: True, 0.2))
     try:
-        assert await systemd.arecv() == "WATCHDOG=1"
-        started = time.monotonic()
-        assert await systemd.arecv() == "WATCHDOG=1"
-        assert await systemd.arecv() == "WATCHDOG=1"
-        elapsed = time.monotonic() - started
-        # Two periods of 0.1 s; generous upper bound for a loaded CI machine.
-        assert 0.18 <= elapsed < 2.0
+        for _ in range(3):
+            assert await systemd.arecv() == "WATCHDOG=1"
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from pathlib import Path
@@ -84,7 +85,8 @@ async def test_revoked_token_at_start_is_fatal_and_replies_wait(
         assert not bot.connected()
 
 
-async def test_old_media_are_deleted_on_start(tmp_path: Path) -> None:
+async def test_old_media_are_deleted_on_start(tmp_path: Path,
+                                              caplog: pytest.LogCaptureFixture) -> None:
     folder = tmp_path / "media" / "telegram"
     folder.mkdir(parents=True)
     old, new = folder / "old.jpg", folder / "new.jpg"
@@ -92,15 +94,29 @@ async def test_old_media_are_deleted_on_start(tmp_path: Path) -> None:
     new.write_bytes(b"y")
     month_ago = time.time() - 31 * 86400
     os.utime(old, (month_ago, month_ago))
+    removed = LogSeen("removed 1 media files older than")
+    logging.getLogger("picobridge.attachments").addHandler(removed)
+    caplog.set_level(logging.INFO, logger="picobridge.attachments")
     async with FakeTelegram() as fake:
         bot = adapter(tmp_path, fake)
         await bot.start(MemoryBridge())
         try:
-            # Removal runs in a thread: nothing to await but the file system itself.
-            for _ in range(200):
-                if not old.exists():
-                    break
-                await asyncio.sleep(0.01)
+            # Removal runs in a thread; its report comes back on the loop.
+            await asyncio.wait_for(removed.seen.wait(), 30)
             assert not old.exists() and new.exists()
         finally:
             await bot.stop()
+            logging.getLogger("picobridge.attachments").removeHandler(removed)
+
+
+class LogSeen(logging.Handler):
+    """Sets ``seen`` when a record containing ``needle`` is logged on the test's loop."""
+
+    def __init__(self, needle: str) -> None:
+        super().__init__(logging.INFO)
+        self.needle = needle
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.needle in record.getMessage():
+            self.seen.set()

@@ -32,6 +32,7 @@ from picobridge.agent.port import (
     ModelChoice,
     SessionSettings,
 )
+from picobridge.agent.protocols.prime_rpc_wire import agent_text, images_of
 
 log = logging.getLogger("picobridge.agent")
 
@@ -218,9 +219,17 @@ class PrimeControls:
         if self._turn != request.session or self._stopping:
             raise ControlFailed("no turn of this conversation runs")
         kind = "steer" if request.kind is ControlKind.STEER else "follow_up"
-        self._injected.add(request.kind, request.argument, request.tag)
+        # pi's steer and follow_up take images as a prompt does (rpc-mode.js: the real
+        # program passes command.images on; the seed leaves them out).
+        images = (await asyncio.to_thread(images_of, request.attachments)
+                  if request.attachments else {})
+        text = agent_text(request.argument, request.attachments, images)
+        record: dict[str, Any] = {"type": kind, "message": text}
+        if images:
+            record["images"] = list(images.values())
+        self._injected.add(request.kind, text, request.tag)
         try:
-            await self._request({"type": kind, "message": request.argument})
+            await self._request(record)
         except RequestFailed as exc:
             self._injected.drop(request.tag)
             raise ControlFailed(str(exc)) from exc

@@ -76,15 +76,22 @@ def progress_of(kind: Any, record: dict[str, Any]) -> tuple[str, str, str] | Non
 
 def prompt_text(request: AgentRequest, images: Collection[int] = ()) -> str:
     """The prompt: attachments not sent as images (indices in `images`) are named in it."""
+    return agent_text(request.text, request.attachments, images)
+
+
+def agent_text(text: str, attachments: tuple[Attachment, ...],
+                 images: Collection[int] = ()) -> str:
+    """A message's text for the agent (a prompt's, a steer's): attachments not sent as images
+    (indices in `images`) are named in it."""
     blocks = []
-    for index, att in enumerate(request.attachments):
+    for index, att in enumerate(attachments):
         if att.content is not None:
             blocks.append(f"[Attachment: {att.name}]\n{att.content}\n[/Attachment]\n\n")
         elif index not in images:
             details = f"size: {att.size} bytes, " if att.size is not None else ""
             blocks.append(f"[Attachment: {att.name}] The user sent a file that was saved to "
                           f"{att.path} ({details}type: {att.mime or 'unknown'})\n\n")
-    return "".join(blocks) + request.text
+    return "".join(blocks) + text
 
 
 def images_of(attachments: tuple[Attachment, ...]) -> dict[int, dict[str, str]]:

@@ -3,6 +3,7 @@ chats and message ids every other part uses."""
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -26,6 +27,10 @@ from tests.fakes.telegram.model import (
 )
 
 MethodHandler = Callable[[JSON], Awaitable[Any]]
+
+
+def _call_key(call: Call) -> str:
+    return json.dumps([call.method, call.params], sort_keys=True, default=str)
 
 
 def _envelope(error: ApiError) -> web.Response:
@@ -77,8 +82,27 @@ class TelegramBase(FakeServer):
         self._redelivered: list[JSON] = []
         self._poll_generation = 0
         self._odd_results: dict[str, deque[Any]] = {}
+        # flood control: calls repeating one that got 429, and those that came too soon
+        self.retries: list[Call] = []
+        self.early_retries: list[Call] = []
+        self._retry_waits: dict[str, float] = {}  # the 429'd call -> end of its retry_after
         self._methods: dict[str, tuple[str, MethodHandler]] = {
             name.lower(): (name, handler) for name, handler in self.methods().items()}
+
+    def _note_retry(self, call: Call) -> None:
+        """A call repeating one that got 429: kept in ``retries``, and in ``early_retries``
+        when it came before that 429's retry_after was over (the sender did not wait)."""
+        key = _call_key(call)
+        until = self._retry_waits.pop(key, None)
+        if until is not None:
+            self.retries.append(call)
+            if call.time < until:
+                self.early_retries.append(call)
+
+    def _note_429(self, call: Call) -> None:
+        retry_after = (call.response.get("parameters") or {}).get("retry_after")
+        if call.status == 429 and isinstance(retry_after, int | float):
+            self._retry_waits[_call_key(call)] = call.time + retry_after
 
     def methods(self) -> dict[str, MethodHandler]:
         """Bot API method name -> handler(params) -> result; each part adds its own."""
@@ -139,8 +163,10 @@ class TelegramBase(FakeServer):
         except ApiError as exc:
             return _envelope(exc)
         call = self.record(Call(name, params, token=request.match_info["token"]))
+        self._note_retry(call)
         scripted = await self.guard(name, request, call)
         if scripted is not None:
+            self._note_429(call)
             return scripted
         odd = self._odd_results.get(name)
         if odd:

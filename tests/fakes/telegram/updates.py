@@ -106,6 +106,7 @@ class TelegramUpdates(TelegramFiles):
                              max(float(params.get("timeout") or 0), 0.0))
         finally:
             self.active_polls -= 1
+            self.notify()
         if generation != self._poll_generation:
             raise ApiError(409, STATUS_DESCRIPTIONS[409])
         result = self._redelivered[:limit]
