@@ -96,6 +96,8 @@ BENCHMARKS = [
         Figure("prime-rpc p50 added / picobot-json", rf"p50 added {NUMBER}x", "x", 1.5),
         Figure("prime-rpc throughput / picobot-json", rf"relative to .*throughput {NUMBER}x",
                "x", 0.67, higher_is_better=True),
+        Figure("picobot-json daemon CPU per message",
+               rf"^daemon CPU:\s+{NUMBER} us per message in the throughput", " us"),
     ]),
     Benchmark("slack_e2e", ["--chats", "10", "--messages", "10"], [
         # Issue 21's targets, against the baseline synced as picobridge is (FULL); the

@@ -88,7 +88,8 @@ class DiscordAdapter(Adapter):
         client = self._client = BridgeClient(s.base_url, {
             "message": self._on_message, "connect": self._on_connect,
             "resumed": self._on_resumed, "disconnect": self._on_disconnect,
-            "interaction": self._on_interaction, "raw_message_edit": self._on_edit})
+            "interaction": self._on_interaction, "raw_message_edit": self._on_edit},
+            rate_limited=lambda: bridge.rate_limited(PLATFORM))
         try:
             await client.login(s.token.get_secret_value())
         except discord.LoginFailure:

@@ -45,6 +45,11 @@ class BridgeLink(Protocol):
         ping): the connection is alive, not only up (inbound liveness)."""
         ...
 
+    def rate_limited(self, platform: str) -> None:
+        """The platform answered a call with a rate limit that its library waited out by
+        itself (the outbox never saw it): counted with the outbox's (/metrics platform_429)."""
+        ...
+
     def silence(self, platform: str, seconds: float | None) -> None:
         """The platform's connection reports up but has carried nothing for `seconds` (None:
         it speaks again); /healthz shows the platform degraded meanwhile."""

@@ -348,6 +348,9 @@ class Intake:
     def silence(self, platform: str, seconds: float | None) -> None:
         self._liveness.silence(platform, seconds)
 
+    def rate_limited(self, platform: str) -> None:
+        self._outbox.rate_limited(platform)
+
     def connection_changed(self, platform: str, connected: bool) -> None:
         if self._connections.get(platform) != connected:
             log.info("platform %s %s", platform, "connected" if connected else "disconnected")

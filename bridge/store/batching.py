@@ -2,9 +2,13 @@
 
 Under load many chats commit at once (a burst of updates, a wave of answers, replies sent).
 One database round trip each would queue every chat behind the others' round trips; instead
-the first call starts a flush on the next turn of the event loop, calls made meanwhile join
-it, and calls made while a flush runs go together in the next one. Each caller still returns
-only once its own item is committed.
+calls made while a flush runs go together in the next one. The first call when none runs
+flushes at once, in the caller's own task, when the flush can hand its write to the database
+before it first waits (`ready`): a task of its own would cost two turns of the event loop, one
+to start and one to hand the result back, on every message's path; and since the write is
+queued before the caller can be cancelled, a caller that gives up still leaves it written.
+Otherwise it starts a flush on the next turn of the loop, and calls made meanwhile join it.
+Each caller still returns only once its own item is committed.
 
 A failed batch is written again item by item, so that one bad item fails only its own caller,
 unless the database as a whole refused it (locked by another process past the busy timeout,
@@ -25,26 +29,45 @@ Result = TypeVar("Result")
 
 class Coalescer(Generic[Item, Result]):
     def __init__(self, flush: Callable[[Sequence[Item]], Awaitable[Sequence[Result]]],
-                 name: str) -> None:
-        """`flush` writes a batch and returns one result per item, in the items' order."""
+                 name: str, ready: Callable[[], bool] = lambda: False) -> None:
+        """`flush` writes a batch and returns one result per item, in the items' order;
+        `ready` says whether a flush started now hands its write over before it first waits."""
         self._flush = flush
         self._name = name
+        self._ready = ready
         self._items: list[Item] = []
         self._waiters: list[asyncio.Future[Result]] = []
         self._task: asyncio.Task[None] | None = None
+        self._leader: asyncio.Future[None] | None = None  # a caller's own flush under way
 
     async def __call__(self, item: Item) -> Result:
+        if self._task is None and self._leader is None and self._ready():
+            return await self._lead(item)
         waiter: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._items.append(item)
         self._waiters.append(waiter)
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"coalesce-{self._name}")
+        if self._task is None and self._leader is None:
+            self._start()
         return await waiter
+
+    async def _lead(self, item: Item) -> Result:
+        leader = self._leader = asyncio.get_running_loop().create_future()
+        try:
+            [result] = await self._flush([item])
+            return result
+        finally:
+            self._leader = None
+            leader.set_result(None)
+            if self._items:  # queued meanwhile
+                self._start()
+
+    def _start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"coalesce-{self._name}")
 
     async def settle(self) -> None:
         """Wait until what was handed over so far is written (or failed)."""
-        while self._task is not None:
-            await asyncio.wait([self._task])
+        while (running := self._task or self._leader) is not None:
+            await asyncio.wait([running])
 
     async def _run(self) -> None:
         try:

@@ -156,7 +156,8 @@ class Database:
     def _coalesce(self, flush: Callable[[Sequence[Item]], Awaitable[Sequence[Result]]],
                   name: str) -> Coalescer[Item, Result]:
         """A group-commit queue that `close` waits for."""
-        coalescer = Coalescer(flush, name)
+        # With the lock free, `_all` and `_lazy` queue their statement before they first wait.
+        coalescer = Coalescer(flush, name, ready=lambda: not self._lock.locked())
         self._coalescers.append(coalescer)
         return coalescer
 

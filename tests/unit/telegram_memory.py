@@ -102,6 +102,9 @@ class MemoryBridge:
     def silence(self, platform: str, seconds: float | None) -> None:
         pass
 
+    def rate_limited(self, platform: str) -> None:
+        pass
+
     def connection_changed(self, platform: str, connected: bool) -> None:
         self.connections.append(connected)
         asyncio.get_running_loop().create_task(self._notify())

@@ -118,3 +118,41 @@ async def test_a_database_that_refuses_the_batch_fails_it_at_once() -> None:
     results = await asyncio.gather(*(coalesce(i) for i in (1, 2, 3)), return_exceptions=True)
     assert all(isinstance(r, sqlite3.OperationalError) for r in results), results
     assert batches == [[1, 2, 3]]
+
+
+async def test_a_ready_flush_of_the_first_call_runs_in_the_callers_own_task() -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    flushed_in: list[asyncio.Task[object] | None] = []
+
+    async def flush(items: Sequence[int]) -> list[int]:
+        flushed_in.append(asyncio.current_task())
+        return await rec.flush(items)
+
+    coalesce = Coalescer(flush, "test", ready=lambda: True)
+    first = asyncio.create_task(coalesce(1))
+    await rec.entered.wait()
+    later = [asyncio.create_task(coalesce(i)) for i in (2, 3)]
+    settling = asyncio.create_task(coalesce.settle())
+    await asyncio.sleep(0)
+    assert not settling.done()  # the caller's own flush counts as under way
+    rec.gate.set()
+    assert await first == 10
+    assert [await t for t in later] == [20, 30]
+    await settling
+    assert rec.batches == [[1], [2, 3]]  # the first at once, the others together after it
+    assert flushed_in[0] is first and flushed_in[1] is not first
+
+
+async def test_calls_wait_for_a_flush_of_their_own_task_when_not_ready() -> None:
+    rec = Recorder()
+    ready = False
+    coalesce = Coalescer(rec.flush, "test", ready=lambda: ready)
+    assert await asyncio.gather(*(coalesce(i) for i in range(3))) == [0, 10, 20]
+    ready = True
+    rec.gate = asyncio.Event()  # a flush waits for the database
+    calls = asyncio.gather(*(coalesce(i) for i in range(3, 6)))
+    await asyncio.sleep(0)
+    rec.gate.set()
+    assert await calls == [30, 40, 50]
+    assert rec.batches == [[0, 1, 2], [3], [4, 5]]
