@@ -275,8 +275,10 @@ class Intake:
 
         return run
 
-    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+    def commands(self, chat: ChatRef | None = None, *,
+                 bot: str | None = None) -> tuple[BridgeCommand, ...]:
         agent = self._routing.agent_for(chat) if chat is not None \
+            else self._routing.bot_agent(bot) if bot is not None \
             else self._routing.default_agent
         return catalogue(self._commands.capabilities(agent).commands)
 
