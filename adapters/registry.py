@@ -43,6 +43,16 @@ def platforms() -> dict[str, Platform]:
     return {name: platform(name) for name in PLATFORMS}
 
 
+def library_loggers() -> list[str]:
+    """Every platform's library loggers, held at WARNING (Platform.library_loggers)."""
+    return [name for p in platforms().values() for name in p.library_loggers]
+
+
+def secret_shapes() -> list[str]:
+    """Every platform's token shapes, redacted from the log (Platform.secret_shapes)."""
+    return [shape for p in platforms().values() for shape in p.secret_shapes]
+
+
 def bots(settings: Settings) -> dict[str, tuple[Platform, Any]]:
     """Every configured bot of every platform, by the name the bridge knows it by
     (`telegram`, `telegram@work`), with its platform and its keys."""

@@ -28,6 +28,9 @@ class SlackPlatform(Platform):
     bots_key: ClassVar[str | None] = "apps"
     user_example: ClassVar[str] = "U0123ABCD"
     library_loggers: ClassVar[tuple[str, ...]] = ("slack_bolt", "slack_sdk")
+    # Bot and user tokens, app-level tokens.
+    secret_shapes: ClassVar[tuple[str, ...]] = (r"\bxox[abposr]-[A-Za-z0-9-]{8,}",
+                                                r"\bxapp-[A-Za-z0-9-]{8,}")
 
     def active(self, section: SlackAppSettings) -> bool:
         return section.active

@@ -25,6 +25,8 @@ class TelegramPlatform(Platform):
     bots_key: ClassVar[str | None] = "bots"
     user_example: ClassVar[str] = "123456789"
     library_loggers: ClassVar[tuple[str, ...]] = ("telegram", "httpx", "httpcore")
+    # A bot token, also inside .../bot<token>/ URLs.
+    secret_shapes: ClassVar[tuple[str, ...]] = (r"(?<!\d)\d{5,}:[A-Za-z0-9_-]{30,}",)
 
     def active(self, section: TelegramBotSettings) -> bool:
         return section.active

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
+from picobridge.adapters.registry import secret_shapes
 from picobridge.agent.probe import probe_agent
 from picobridge.agent.process import workdir
 from picobridge.agent.protocols import driver_class
@@ -37,7 +38,8 @@ class _Report:
     def __init__(self, secrets: list[str]) -> None:
         self.failed = False  # a part cannot be used
         self.misconfigured = False  # the configuration is what is wrong
-        self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
+        self._scrub = RedactingFormatter("%(message)s", secrets, journald=False,
+                                         shapes=secret_shapes())
 
     def line(self, part: str, ok: bool | None, text: str, *, config: bool = False) -> None:
         mark = {True: "ok  ", False: "FAIL", None: "--  "}[ok]
@@ -58,7 +60,8 @@ class _Report:
         return exit_codes.CONFIG if self.misconfigured else exit_codes.OK
 
     def secrets(self, secrets: list[str]) -> None:
-        self._scrub = RedactingFormatter("%(message)s", secrets, journald=False)
+        self._scrub = RedactingFormatter("%(message)s", secrets, journald=False,
+                                         shapes=secret_shapes())
 
 
 def _database(settings: Settings, argv: list[str]) -> tuple[bool, str]:

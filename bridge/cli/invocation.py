@@ -24,6 +24,7 @@ class Invocation:
         self.default_state_dir = False
 
     def settings(self) -> Settings:
+        from picobridge.adapters.registry import library_loggers, secret_shapes
         from picobridge.config.settings import ConfigError, load_settings, with_default_state_dir
         from picobridge.ops.logs import setup_logging
 
@@ -40,6 +41,5 @@ class Invocation:
             settings = with_echo_agent(settings)
         level = settings.log.level
         setup_logging(level if self.args.command == "run" or level == "DEBUG" else "WARNING",
-                      self.secrets,
-                      [name for p in settings.platforms.values() for name in p.library_loggers])
+                      self.secrets, library_loggers(), shapes=secret_shapes())
         return settings

@@ -88,16 +88,15 @@ def _unexpected(exc: Exception, invocation: Invocation) -> int:
 
     log = logging.getLogger("picobridge.cli")
     secrets = invocation.secrets
-    scrub = RedactingFormatter("%(message)s", secrets, journald=False)
+    from picobridge.adapters.registry import library_loggers, secret_shapes
+
+    scrub = RedactingFormatter("%(message)s", secrets, journald=False, shapes=secret_shapes())
     debugging = (logging.getLogger().isEnabledFor(logging.DEBUG)
                  or os.environ.get("PICOBRIDGE_LOG__LEVEL", "").upper() == "DEBUG"
                  or invocation.args.command == "run")
     if debugging:
         if not logging.getLogger().handlers:
-            from picobridge.adapters.registry import platforms
-
-            setup_logging("DEBUG", secrets,
-                          [name for p in platforms().values() for name in p.library_loggers])
+            setup_logging("DEBUG", secrets, library_loggers(), shapes=secret_shapes())
         log.critical("unexpected error", exc_info=exc)
     where = "above" if debugging else "in the log with PICOBRIDGE_LOG__LEVEL=DEBUG"
     print(f"picobridge: unexpected error: {exc.__class__.__name__}: "

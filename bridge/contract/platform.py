@@ -37,6 +37,9 @@ class Platform(ABC):
     # The loggers of its libraries, held at WARNING whatever log.level says: at INFO and
     # DEBUG they log request URLs (tokens in them) and whole payloads (users' messages).
     library_loggers: ClassVar[tuple[str, ...]] = ()
+    # Regular expressions of its tokens, redacted from the log even when they are not (or
+    # not yet) in the configuration.
+    secret_shapes: ClassVar[tuple[str, ...]] = ()
 
     def bots(self, section: Any) -> dict[str, Any]:
         """Every bot the section configures, by the name the bridge knows it by

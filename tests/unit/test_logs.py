@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from picobridge.adapters.registry import secret_shapes
 from picobridge.ops.logs import RedactingFormatter, setup_logging
 
 TOKEN = "123456789:AAFakeTokenForTestsOnly_abcdefghijklmnop"
@@ -15,14 +16,16 @@ def line(formatter: RedactingFormatter, message: str) -> str:
 
 
 def test_a_secret_is_redacted_in_any_case() -> None:
-    formatter = RedactingFormatter("%(message)s", [TOKEN, "s3cret-signing"], journald=False)
+    formatter = RedactingFormatter("%(message)s", [TOKEN, "s3cret-signing"], journald=False,
+                                   shapes=[])
     for text in (TOKEN, TOKEN.lower(), TOKEN.upper(), "S3CRET-Signing"):
         out = line(formatter, f"error: invalid token {text} (from the server)")
         assert out == "error: invalid token [REDACTED] (from the server)", text
 
 
 def test_token_shapes_are_redacted_even_when_not_configured() -> None:
-    formatter = RedactingFormatter("%(message)s", [], journald=False)
+    # Each platform names its tokens' shapes (Platform.secret_shapes).
+    formatter = RedactingFormatter("%(message)s", [], journald=False, shapes=secret_shapes())
     out = line(formatter, "url https://api.example/bot5555555:" + "Ab_" * 12
                + "/getMe and XOXB-1234567890-abcdef and xapp-1-A111-222")
     assert "[REDACTED]" in out and "Ab_Ab_" not in out and "1234567890" not in out
@@ -30,7 +33,7 @@ def test_token_shapes_are_redacted_even_when_not_configured() -> None:
 
 
 def test_journald_lines_carry_their_priority() -> None:
-    formatter = RedactingFormatter("%(message)s", [], journald=True)
+    formatter = RedactingFormatter("%(message)s", [], journald=True, shapes=[])
     assert line(formatter, "boom").startswith("<3>")
 
 
@@ -47,7 +50,7 @@ def test_each_platform_names_the_libraries_kept_quiet() -> None:
     levels = {name: logging.getLogger(name).level
               for name in ("", *names, "aiosqlite", "aiohttp.access", "asyncio")}
     try:
-        setup_logging("DEBUG", [], names)
+        setup_logging("DEBUG", [], names, shapes=[])
         assert root.level == logging.DEBUG
         assert {logging.getLogger(n).level for n in (*names, "aiosqlite")} == {logging.WARNING}
     finally:
