@@ -6,7 +6,8 @@ after a backoff. A task that keeps failing is reported by `failing()`, which mak
 unhealthy and withholds systemd's watchdog keep-alives, so the service manager restarts the
 whole daemon instead of leaving it up and useless.
 
-Short-lived background work (`keep`) is only held until done, so that it can be waited for.
+Short-lived background work (`keep`) is held until done, so that it can be waited for; its
+failure is logged, never restarted (it is one step of something the store keeps).
 """
 
 from __future__ import annotations
@@ -112,8 +113,23 @@ class TaskSupervisor:
 
 def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None],
          name: str) -> asyncio.Task[None]:
-    """Run `work` in a task held in `tasks` until it is done (so it can be waited for)."""
+    """Run `work` in a task held in `tasks` until it is done (so it can be waited for).
+
+    Such work is one step of something larger (a message on its way to its lane, an answer
+    into the store), so it is not started again: whatever it held waits in the store for the
+    next start. Its failure is logged at once, with the task's name and the traceback, since
+    nobody may ever look at the task's result (asyncio would say so, if at all, only when
+    the task is collected)."""
     task = asyncio.create_task(work, name=name)
     tasks.add(task)
     task.add_done_callback(tasks.discard)
+    task.add_done_callback(_log_failure)
     return task
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        return
+    failure = task.exception()
+    if failure is not None:
+        log.error("background task %s failed", task.get_name(), exc_info=failure)

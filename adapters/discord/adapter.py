@@ -15,12 +15,13 @@ granted) stops the daemon with the reason.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import aiohttp
 import discord
 
 from picobridge.adapters.common.attachments import AttachmentPolicy
+from picobridge.adapters.common.lifecycle import Lifecycle
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.discord.buttons import Questions
 from picobridge.adapters.discord.client import BridgeClient, quiet_library_logs
@@ -75,20 +76,20 @@ class DiscordAdapter(Adapter):
         self._stream: DiscordStream | None = None
         self._questions = Questions()
         self._tasks = TaskSet(log)
-        self._loops: list[str] = []
-        self._connected = False
+        self._life = Lifecycle(PLATFORM, PLATFORM)
         self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self, bridge: BridgeLink) -> None:
-        self._bridge = bridge
+        self._bridge = self._life.bridge = bridge
         s = self._settings
         assert s.token is not None
         client = self._client = BridgeClient(s.base_url, {
             "message": self._on_message, "connect": self._on_connect,
             "resumed": self._on_resumed, "disconnect": self._on_disconnect,
-            "interaction": self._on_interaction, "raw_message_edit": self._on_edit})
+            "interaction": self._on_interaction, "raw_message_edit": self._on_edit},
+            rate_limited=lambda: bridge.rate_limited(PLATFORM))
         try:
             await client.login(s.token.get_secret_value())
         except discord.LoginFailure:
@@ -102,8 +103,8 @@ class DiscordAdapter(Adapter):
         except (discord.HTTPException, OSError) as exc:
             log.warning("Discord: slash commands not registered (%s)", exc.__class__.__name__)
         log.info("Discord: signed in as %s", describe_login(client))
-        self._keep(LOOP_GATEWAY, self._gateway)
-        self._keep(LOOP_MEDIA, self._policy.cleanup_forever)
+        self._life.keep(LOOP_GATEWAY, self._gateway)
+        self._life.keep(LOOP_MEDIA, self._policy.cleanup_forever)
 
     def _wire(self, bridge: BridgeLink, client: BridgeClient, app_id: int) -> None:
         s = self._settings
@@ -124,11 +125,6 @@ class DiscordAdapter(Adapter):
                                      max_chunks=s.max_chunks, on_auth_failure=self._auth_failed,
                                      on_question=self._interactions.sent)
 
-    def _keep(self, name: str, loop: Any) -> None:
-        assert self._bridge is not None
-        self._bridge.keep_running(name, loop)
-        self._loops.append(name)
-
     async def _gateway(self) -> None:
         assert self._client is not None and self._bridge is not None
         try:
@@ -142,18 +138,11 @@ class DiscordAdapter(Adapter):
                                              "discord.token")
             raise
 
-    def _set_connected(self, up: bool) -> None:
-        self._connected = up
-        if self._bridge is not None:
-            self._bridge.connection_changed(PLATFORM, up)
-
     async def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        if self._bridge is not None:
-            for name in self._loops:
-                await self._bridge.stop_running(name)
+        await self._life.stop_loops()
         if self._progress is not None:
             self._progress.close()
         if self._stream is not None:
@@ -163,10 +152,10 @@ class DiscordAdapter(Adapter):
             await self._client.close()
         if self._session is not None:
             await self._session.close()
-        self._set_connected(False)
+        self._life.set_connected(False)
 
     def connected(self) -> bool:
-        return self._connected
+        return self._life.connected
 
     async def verify(self) -> str:
         from picobridge.adapters.discord.verify import verify
@@ -188,16 +177,16 @@ class DiscordAdapter(Adapter):
 
     async def _on_connect(self) -> None:
         self._heard()
-        self._set_connected(True)
+        self._life.set_connected(True)
         if self._receiver is not None:
             await self._receiver.new_session()
 
     async def _on_resumed(self) -> None:
         self._heard()
-        self._set_connected(True)
+        self._life.set_connected(True)
 
     async def _on_disconnect(self) -> None:
-        self._set_connected(False)
+        self._life.set_connected(False)
 
     async def _on_message(self, message: discord.Message) -> None:
         self._heard()

@@ -52,11 +52,25 @@ def quiet_library_logs() -> None:
         client_log.addFilter(_NoVoice())
 
 
+def _on_429(rate_limited: Callable[[], None]) -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+
+    async def ended(session: aiohttp.ClientSession, context: Any,
+                    params: aiohttp.TraceRequestEndParams) -> None:
+        if params.response.status == 429:
+            rate_limited()
+
+    trace.on_request_end.append(ended)
+    return trace
+
+
 class RoutedHTTP(HTTPClient):
     """discord.py's HTTP client with its own REST base and gateway address."""
 
-    def __init__(self, base_url: str, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(loop, max_ratelimit_timeout=None)
+    def __init__(self, base_url: str, loop: asyncio.AbstractEventLoop,
+                 rate_limited: Callable[[], None] = lambda: None) -> None:
+        # discord.py waits out 429s itself; the trace counts each for /metrics.
+        super().__init__(loop, max_ratelimit_timeout=None, http_trace=_on_429(rate_limited))
         self._base = base_url.rstrip("/")
         self.gateway_url: str | None = None
 
@@ -95,13 +109,14 @@ Handler = Callable[..., Coroutine[Any, Any, None]]
 class BridgeClient(discord.Client):
     """A discord.Client whose events go to the adapter's handlers (by event name)."""
 
-    def __init__(self, base_url: str, handlers: dict[str, Handler]) -> None:
+    def __init__(self, base_url: str, handlers: dict[str, Handler],
+                 rate_limited: Callable[[], None] = lambda: None) -> None:
         super().__init__(intents=INTENTS, chunk_guilds_at_startup=False,
                          member_cache_flags=discord.MemberCacheFlags.none(),
                          allowed_mentions=discord.AllowedMentions.none(),
                          enable_debug_events=False, max_messages=None)
         # Before anything uses it: the connection state holds the same HTTP client.
-        self.http = RoutedHTTP(base_url, self.loop)
+        self.http = RoutedHTTP(base_url, self.loop, rate_limited)
         self._connection.http = self.http
         self._picobridge_handlers = handlers
 

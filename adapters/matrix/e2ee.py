@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, cast
 
@@ -188,7 +189,7 @@ class Encryption:
         elif event.type == EventType.ROOM_KEY_REQUEST:
             await self._guarded("key request", self.machine.handle_room_key_request(event))
 
-    async def _guarded(self, what: str, step: Any) -> None:
+    async def _guarded(self, what: str, step: Awaitable[Any]) -> None:
         try:
             await step
         except Exception as exc:  # olm's errors too: one event never stops the sync

@@ -21,15 +21,14 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from picobridge.adapters.common.textcommands import translate_command
 from picobridge.adapters.matrix.client import Identity
 from picobridge.adapters.matrix.parse import as_dict
-from picobridge.contract import ALL_COMMANDS, ChatRef
+from picobridge.contract import ChatRef
 
 PLATFORM = "matrix"
 FILE_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
 TEXT_TYPES = frozenset({"m.text", "m.emote"})
-# Any listed chat command, for any agent (the bridge says which its agent lacks).
-TEXT_COMMANDS = frozenset(command.name for command in ALL_COMMANDS if command.listed)
 _SPACES = re.compile(r"[ \t]{2,}")
 # The quote a reply carries in its HTML: the quoted sender's pill is no mention.
 _MX_REPLY = re.compile(r"<mx-reply>.*?</mx-reply>", re.DOTALL)
@@ -153,17 +152,6 @@ def strip_mention(text: str, me: Identity) -> str:
     for name in me.names:
         text = re.sub(r"^\s*" + re.escape(name) + r"\s*[:,]?\s*", "", text, flags=re.IGNORECASE)
     return _SPACES.sub(" ", text).strip()
-
-
-def translate_command(text: str, prefix: str) -> str:
-    """`!new` -> `/new` (clients keep unknown /commands to themselves, so a prefix helps)."""
-    if not prefix or not text.startswith(prefix):
-        return text
-    rest = text[len(prefix):]
-    word = rest.split(None, 1)[0].lower() if rest.strip() else ""
-    if word in TEXT_COMMANDS:
-        return "/" + word + rest[len(word):]
-    return text
 
 
 def file_of(content: dict[str, Any]) -> FileRef | None:

@@ -29,7 +29,6 @@ import contextlib
 import functools
 import logging
 import re
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -43,6 +42,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.common.backoff import Backoff
 from picobridge.adapters.common.buttons import Asked, QuestionMessages
+from picobridge.adapters.common.lifecycle import Lifecycle
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.slack.buttons import Posted
 from picobridge.adapters.slack.clicks import SlackClicks
@@ -106,21 +106,20 @@ class SlackAdapter(Adapter):
         self._app: AsyncApp | None = None
         self._dispatcher: Dispatcher | None = None
         self._socket: SocketLink | None = None
-        self._loops: list[str] = []
+        self._life = Lifecycle(platform, PLATFORM)
         self._sender: SlackSender | None = None
         self._progress: SlackProgress | None = None
         self._inbound: SlackInbound | None = None
         self._clicks: SlackClicks | None = None
         self._asked = Asked()  # the questions sent with buttons
         self._shown: QuestionMessages[Posted] = QuestionMessages()  # ... and their messages
-        self._connected = False
         self._stopped = False
         self._tasks = TaskSet(log)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self, bridge: BridgeLink) -> None:
-        self._bridge = bridge
+        self._bridge = self._life.bridge = bridge
         s = self._settings
         self._session = aiohttp.ClientSession()
         client = self._client = web_client(s, self._session)
@@ -153,8 +152,8 @@ class SlackAdapter(Adapter):
                 return await dispatcher.http(request)
 
             http.router.add_post(s.events_path, receive)
-        self._keep(LOOP_HELD, self._inbound.held.retry_forever)
-        self._keep(LOOP_MEDIA, self._policy.cleanup_forever)
+        self._life.keep(LOOP_HELD, self._inbound.held.retry_forever)
+        self._life.keep(LOOP_MEDIA, self._policy.cleanup_forever)
         try:
             await self._go_online()
         except SlackAuthError as exc:
@@ -177,7 +176,7 @@ class SlackAdapter(Adapter):
         log.info("Slack: signed in as @%s (%s) in %s (%s), %s mode", data.get("user"),
                  me.user_id, data.get("team"), me.team_id, self._settings.mode)
         if self._settings.mode == "http":
-            self._set_connected(True)
+            self._life.set_connected(True)
             return
         await self._open_socket()
 
@@ -195,13 +194,6 @@ class SlackAdapter(Adapter):
             except Exception as exc:
                 log.warning("Slack still not reachable (%s)", exc.__class__.__name__)
 
-    def _keep(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
-        assert self._bridge is not None
-        # Each app's loops by its own name: "slack-...", "slack@work-...".
-        name = self.platform + name.removeprefix(PLATFORM)
-        self._bridge.keep_running(name, loop)
-        self._loops.append(name)
-
     async def _open_socket(self) -> None:
         assert self._dispatcher is not None and self._client is not None
         assert self._settings.app_token is not None
@@ -209,7 +201,7 @@ class SlackAdapter(Adapter):
         assert bridge is not None
         self._socket = SocketLink(self._settings.app_token.get_secret_value(), self._client,
                                   self._dispatcher, logging.getLogger(BOLT_LOGGER),
-                                  self._set_connected,
+                                  self._life.set_connected,
                                   silence_timeout=self._settings.silence_timeout,
                                   heard=lambda: bridge.heard_from(self.platform),
                                   silence=lambda s: bridge.silence(self.platform, s))
@@ -217,24 +209,17 @@ class SlackAdapter(Adapter):
         done, _ = await asyncio.wait({connecting}, timeout=CONNECT_WAIT)
         if done:
             connecting.result()  # a failure within CONNECT_WAIT is raised here
-            self._set_connected(True)
+            self._life.set_connected(True)
         else:
             log.warning("Socket Mode connection not up after %.0fs; still trying", CONNECT_WAIT)
             connecting.add_done_callback(_log_late_failure)
-        self._keep(LOOP_SOCKET, self._socket.watch)
-
-    def _set_connected(self, up: bool) -> None:
-        self._connected = up
-        if self._bridge is not None:
-            self._bridge.connection_changed(self.platform, up)
+        self._life.keep(LOOP_SOCKET, self._socket.watch)
 
     async def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        if self._bridge is not None:
-            for name in self._loops:
-                await self._bridge.stop_running(name)
+        await self._life.stop_loops()
         if self._socket is not None:
             await self._socket.close()
         if self._progress is not None:
@@ -243,10 +228,10 @@ class SlackAdapter(Adapter):
         await self._tasks.close()
         if self._session is not None:
             await self._session.close()
-        self._set_connected(False)
+        self._life.set_connected(False)
 
     def connected(self) -> bool:
-        return self._connected
+        return self._life.connected
 
     async def verify(self) -> str:
         s = self._settings

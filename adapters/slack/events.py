@@ -20,13 +20,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from picobridge.contract import ALL_COMMANDS, ChatRef
+from picobridge.adapters.common.textcommands import TEXT_COMMANDS, translate_command
+from picobridge.contract import ChatRef
 
 PLATFORM = "slack"
-
-# Chat commands users may type as text with the configured prefix ("!new") or after the slash
-# command: those the catalogue offers, for any agent (the bridge says which its agent lacks).
-TEXT_COMMANDS = frozenset(command.name for command in ALL_COMMANDS if command.listed)
 
 # Message subtypes that are a person (or, when allowed, a bot) saying something.
 _CONTENT_SUBTYPES = frozenset({None, "file_share", "thread_broadcast", "me_message"})
@@ -116,17 +113,6 @@ def plain_text(text: str) -> str:
         return target
 
     return html.unescape(_LINK.sub(link, text))
-
-
-def translate_command(text: str, prefix: str) -> str:
-    """`!new` (any case, optional trailing text) -> `/new` for the bridge's command parser."""
-    if not prefix or not text.startswith(prefix):
-        return text
-    rest = text[len(prefix):]
-    word = rest.split(None, 1)[0].lower() if rest.strip() else ""
-    if word in TEXT_COMMANDS and rest[: len(word)].lower() == word:
-        return "/" + word + rest[len(word):]
-    return text
 
 
 def slash_command_text(text: str) -> str | None:

@@ -235,7 +235,8 @@ class TelegramAdapter(Adapter):
         self._menus = Menus(bot, self._scrub, self._sender.delivery_error)
         self._ready.set()
         log.info("connected to Telegram as @%s (%s mode)", identity.username, self._cfg.mode)
-        self._tasks.spawn(self._menus.register(bridge.commands()), name="telegram-commands")
+        self._tasks.spawn(self._menus.register(bridge.commands(bot=self.platform)),
+                          name="telegram-commands")
         return True
 
     async def _connect(self, bridge: BridgeLink, bot: ExtBot[Any]) -> BotIdentity | None:

@@ -239,9 +239,11 @@ class AgentWorker:
     async def _emit(self, event: AgentEvent) -> None:
         assert self._listener is not None
         if isinstance(event, Reply) and event.reply.files:
-            # Before anything more is written to the agent, which may delete its files then.
-            # The answer's other facts (what it covers of messages sent into the turn) stay.
-            event = dataclasses.replace(event, reply=self._files.stage(event.reply))
+            # Before anything more is written to the agent, which may delete its files then;
+            # in a thread, as copying a large file would hold up every chat. The answer's
+            # other facts (what it covers of messages sent into the turn) stay.
+            staged = await asyncio.to_thread(self._files.stage, event.reply)
+            event = dataclasses.replace(event, reply=staged)
         ends_turn = not (isinstance(event, Reply) and event.continues is not None)
         if isinstance(event, Reply | Failure) and event.session is not None and ends_turn:
             self.turns += 1

@@ -162,7 +162,7 @@ async def assemble(settings: Settings, store: Store, adapters: Sequence[Adapter]
                     limits.exempt_users)
     routing = build_routing(settings, await store.chosen_agents())
     menus = ChatMenus(store, by_platform, lambda a: catalogue(pool.capabilities(a).commands),
-                      settings.bridge.default_agent)
+                      routing.bot_agent)
     switch = AgentSwitch(store, routing, menus)
     commands = build_commands(settings, store, router, pool, choices, quotas, switch)
     access = AccessPolicy(store, allow_lists(settings))

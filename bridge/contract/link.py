@@ -45,6 +45,11 @@ class BridgeLink(Protocol):
         ping): the connection is alive, not only up (inbound liveness)."""
         ...
 
+    def rate_limited(self, platform: str) -> None:
+        """The platform answered a call with a rate limit that its library waited out by
+        itself (the outbox never saw it): counted with the outbox's (/metrics platform_429)."""
+        ...
+
     def silence(self, platform: str, seconds: float | None) -> None:
         """The platform's connection reports up but has carried nothing for `seconds` (None:
         it speaks again); /healthz shows the platform degraded meanwhile."""
@@ -77,9 +82,13 @@ class BridgeLink(Protocol):
         closed or unknown, was asked in another chat, or the person is not allowed."""
         ...
 
-    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
-        """The chat commands of `chat`'s agent (None: of the agent chats get by default), in
-        menu order, listed or not: what a command menu or command help offers."""
+    def commands(self, chat: ChatRef | None = None, *,
+                 bot: str | None = None) -> tuple[BridgeCommand, ...]:
+        """The chat commands of `chat`'s agent (None: of the agent the chats of the bot named
+        `bot` get by default, the bridge's default agent without it), in menu order, listed
+        or not: what a command menu or command help offers. A bot's own menu holds
+        `commands(bot=...)`: the bridge gives a chat whose agent offers others a menu of its
+        own (`Adapter.show_commands`)."""
         ...
 
     def offered_commands(self, platform: str, kind: str | None = None

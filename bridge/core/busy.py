@@ -90,7 +90,15 @@ class BusyHandling:
         if self.busy_modes is None or self._running(msg) is None:
             self.enqueue(msg)
             return
-        chosen = await self.busy_modes.of(msg.chat)
+        try:
+            chosen = await self.busy_modes.of(msg.chat)
+        except Exception as exc:
+            # Not knowing the chat's choice must not cost the message its place: it waits,
+            # as under the default mode.
+            log.warning("chat=%s: its busy mode could not be read (%s); message %d waits for "
+                        "the running turn", msg.chat.key, exc.__class__.__name__, msg.id)
+            self.enqueue(msg)
+            return
         mode = self.busy_modes.effective(chosen, msg.agent)
         turn = self._running(msg)  # again: the turn may have ended meanwhile
         if turn is None or mode is BusyMode.COLLECT:

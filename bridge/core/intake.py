@@ -275,8 +275,10 @@ class Intake:
 
         return run
 
-    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+    def commands(self, chat: ChatRef | None = None, *,
+                 bot: str | None = None) -> tuple[BridgeCommand, ...]:
         agent = self._routing.agent_for(chat) if chat is not None \
+            else self._routing.bot_agent(bot) if bot is not None \
             else self._routing.default_agent
         return catalogue(self._commands.capabilities(agent).commands)
 
@@ -345,6 +347,9 @@ class Intake:
 
     def silence(self, platform: str, seconds: float | None) -> None:
         self._liveness.silence(platform, seconds)
+
+    def rate_limited(self, platform: str) -> None:
+        self._outbox.rate_limited(platform)
 
     def connection_changed(self, platform: str, connected: bool) -> None:
         if self._connections.get(platform) != connected:

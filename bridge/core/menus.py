@@ -1,7 +1,8 @@
 """Each chat's command menu, where a platform can give one chat a menu of its own
 (`Adapter.chat_menus`): it shows what the chat's agent offers.
 
-The bot's own menu holds the commands of the default agent. A chat whose agent (by its route
+A bot's own menu holds the commands of the agent its chats get by default (its first route
+that takes every chat, else `bridge.default_agent`). A chat whose agent (by its route
 or an /agent switch) offers other commands gets its own menu once its agent is known (its
 first message, a switch), and loses it again when it is back on an agent the bot's menu fits.
 What was set is stored (fingerprints, `chat_menus`), so a restart asks the platform nothing
@@ -42,18 +43,20 @@ class _Wanted:
 class ChatMenus:
     def __init__(self, store: Store, adapters: Mapping[str, Adapter],
                  commands_of: Callable[[str], tuple[BridgeCommand, ...]],
-                 default_agent: str) -> None:
-        """`commands_of(agent)`: that agent's catalogue; the bot's own menu is the
-        `default_agent`'s."""
+                 bot_agent: Callable[[str], str]) -> None:
+        """`commands_of(agent)`: that agent's catalogue; a bot's own menu is that of
+        `bot_agent(bot)`, the agent its chats get by default (`BridgeLink.commands`)."""
         self._store = store
         self._adapters = {name: a for name, a in adapters.items() if a.chat_menus}
         self._commands_of = commands_of
-        self._default = default_agent
+        self._bot_agent = bot_agent
         self._held: dict[str, str] | None = None  # chat key -> menu set there (stored)
         self._loading = asyncio.Lock()
         self._wanted: dict[str, _Wanted] = {}
         self._setting: dict[str, asyncio.Task[None]] = {}
-        self._menus: dict[str, tuple[tuple[BridgeCommand, ...] | None, str | None]] = {}
+        # (bot, agent) -> what a chat of that bot on that agent shows
+        self._menus: dict[tuple[str, str], tuple[tuple[BridgeCommand, ...] | None,
+                                                 str | None]] = {}
         self._refused: set[tuple[str, str | None]] = set()  # (chat key, menu) refused for good
 
     async def agent_is(self, chat: ChatRef, agent: str) -> None:
@@ -61,7 +64,7 @@ class ChatMenus:
         if chat.platform not in self._adapters:
             return
         chat = ChatRef(chat.platform, chat.chat_id)
-        commands, menu = self._menu(agent)
+        commands, menu = self._menu(chat.platform, agent)
         held = await self._load()
         if (held.get(chat.key) == menu or (chat.key, menu) in self._refused) \
                 and chat.key not in self._wanted:
@@ -71,14 +74,16 @@ class ChatMenus:
             task = asyncio.create_task(self._set(chat.key, held), name=f"menu-{chat.key}")
             self._setting[chat.key] = task
 
-    def _menu(self, agent: str) -> tuple[tuple[BridgeCommand, ...] | None, str | None]:
+    def _menu(self, bot: str, agent: str
+              ) -> tuple[tuple[BridgeCommand, ...] | None, str | None]:
         """The agent's commands and their fingerprint; None for the bot's own menu."""
-        known = self._menus.get(agent)
+        known = self._menus.get((bot, agent))
         if known is None:
             commands = self._commands_of(agent)
             menu = fingerprint(commands)
-            own = fingerprint(self._commands_of(self._default))
-            known = self._menus[agent] = (None, None) if menu == own else (commands, menu)
+            own = fingerprint(self._commands_of(self._bot_agent(bot)))
+            known = (None, None) if menu == own else (commands, menu)
+            self._menus[(bot, agent)] = known
         return known
 
     async def stop(self) -> None:

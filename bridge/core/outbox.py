@@ -73,6 +73,11 @@ class Outbox:
         return OutboxStats(dict(self._sent), dict(self._failed), dict(self._rate_limited),
                            tuple(self._recent))
 
+    def rate_limited(self, platform: str) -> None:
+        """One rate-limit answer from the platform, the outbox's own or one its library
+        waited out."""
+        bump(self._rate_limited, platform)
+
     async def start(self) -> None:
         for reply in await self._store.pending_replies():
             if reply.kind is ReplyKind.QUESTION:
@@ -221,7 +226,7 @@ class Outbox:
                     return True
                 await self._count_attempt(reply, exc)
                 if exc.retry_after is not None:
-                    bump(self._rate_limited, platform)
+                    self.rate_limited(platform)
                 wait = exc.retry_after if exc.retry_after is not None else delay
                 log.warning("reply %d to %s not delivered (%s); retry in %.1fs", reply.id,
                             reply.chat.key, exc, wait)

@@ -130,6 +130,11 @@ class Routing:
                     break
         return tuple(found)
 
+    def bot_agent(self, platform: str) -> str:
+        """The agent of the first route that takes every chat of the bot `platform`: the one
+        its chats talk to unless an earlier route or a switch says otherwise."""
+        return next(r for r in [*self._routes, self._default] if r.takes_all(platform)).agent
+
     def choose(self, chat: ChatRef, agent: str | None) -> None:
         if agent is None:
             self._chosen.pop(chat.key, None)

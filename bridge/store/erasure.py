@@ -124,6 +124,7 @@ class ErasureTable(Database):
             await db.execute(f"DELETE FROM sessions WHERE session_id IN {sessions}",
                              (sessions_json,))
             await db.execute(f"DELETE FROM chats WHERE chat_key IN {chats}", (chats_json,))
+            await db.execute(f"DELETE FROM chat_menus WHERE chat_key IN {chats}", (chats_json,))
             await db.execute("DELETE FROM access_notices WHERE platform = ? AND user_id = ?",
                              who)
             if keep_access:

@@ -3,7 +3,7 @@
 menu holds the default agent's commands (picobot: no /model); a chat routed to a prime-rpc
 agent, or switched to it with /agent, gets a menu of its own with /model, /think...; switching
 back takes it away; a restart sends nothing for chats whose menu is already right; a 429 on
-setMyCommands is waited out while messages flow."""
+setMyCommands (and a 502) is waited out while messages flow."""
 
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ ROUTES = [{"agent": "coder", "chats": [f"telegram:{DEV_CHAT}", f"telegram:{NEW_C
           {"agent": "default", "switchable": ["coder"]}]
 
 
-def menus_config(tmp: Path, fake: FakeTelegram) -> Path:
+def menus_config(tmp: Path, fake: FakeTelegram,
+                 routes: list[dict[str, Any]] | None = None) -> Path:
     config: dict[str, Any] = base_config(tmp)
     config["agent"] = agent(tmp, "family")
     config["agents"] = {"coder": fake_agent_settings(tmp)}
-    config["routes"] = ROUTES
+    config["routes"] = routes if routes is not None else ROUTES
     config["telegram"] = {"token": fake.token, "base_url": fake.base_url,
                           "base_file_url": fake.base_file_url, "allowed_users": [USER],
                           "rate_limiter": False}
@@ -45,6 +46,12 @@ def scoped(fake: FakeTelegram, chat_id: int, since: int = 0) -> list[Call]:
     return [c for c in fake.calls[since:]
             if c.method in ("setMyCommands", "deleteMyCommands")
             and c.params.get("scope") == {"type": "chat", "chat_id": chat_id}]
+
+
+async def up(daemon: Daemon, fake: FakeTelegram, own: list[str]) -> None:
+    """The daemon polls and the bot's own menu is `own`."""
+    await started(daemon, fake)
+    await fake.wait_for(lambda: fake.commands_for() == own, "the bot's own menu")
 
 
 async def shows(fake: FakeTelegram, chat_id: int, names: list[str]) -> None:
@@ -59,8 +66,7 @@ async def test_routed_and_switched_chats_show_their_agents_menu_and_a_restart_re
         fake.add_chat(NEW_CHAT, "supergroup", title="new")
         config = menus_config(tmp_path, fake)
         async with Daemon(config) as daemon:
-            await started(daemon, fake)
-            await fake.wait_for(lambda: fake.commands_for() == FAMILY, "the bot's own menu")
+            await up(daemon, fake, FAMILY)
             fake.user_message(USER, USER, "hello")
             await reply_containing(fake, USER, "[family] echo: hello")
             fake.user_message(DEV_CHAT, USER, mention(fake, "hello coder"))
@@ -104,21 +110,41 @@ async def test_routed_and_switched_chats_show_their_agents_menu_and_a_restart_re
                     and "scope" not in c.params] == []
 
 
-async def test_a_429_on_a_chats_menu_is_waited_out_while_messages_flow(tmp_path: Path) -> None:
+async def test_a_429_and_a_502_on_a_chats_menu_are_waited_out_while_messages_flow(
+        tmp_path: Path) -> None:
     async with FakeTelegram() as fake:
         fake.add_chat(DEV_CHAT, "supergroup", title="dev")
         async with Daemon(menus_config(tmp_path, fake)) as daemon:
-            await started(daemon, fake)
-            await fake.wait_for(lambda: fake.commands_for() == FAMILY, "the bot's own menu")
+            await up(daemon, fake, FAMILY)
             fake.fail_next("setMyCommands", 429, retry_after=3)
+            fake.fail_next("setMyCommands", 502)  # then a failing Telegram
             fake.user_message(DEV_CHAT, USER, mention(fake, "one"))
             await reply_containing(fake, DEV_CHAT, "you said: Test: one")
             fake.user_message(DEV_CHAT, USER, mention(fake, "two"))
             await reply_containing(fake, DEV_CHAT, "you said: Test: two")
             await shows(fake, DEV_CHAT, CODER)
-            refused, taken = scoped(fake, DEV_CHAT)
-            assert refused.status == 429 and taken.ok
-            assert taken.time - refused.time >= 3  # the retry-after was waited out
             # One menu for the chat, though two of its messages came while it waited.
-            assert len(scoped(fake, DEV_CHAT)) == 2
+            refused, failed, taken = scoped(fake, DEV_CHAT)
+            assert (refused.status, failed.status) == (429, 502) and taken.ok
+            assert failed.time - refused.time >= 3  # the retry-after was waited out
             assert daemon.returncode is None
+
+
+async def test_a_bot_whose_routes_take_its_chats_to_another_agent_shows_that_agents_menu(
+        tmp_path: Path) -> None:
+    # Its own menu is the agent its chats get by default (the route taking all of them): only
+    # the chat routed back to the picobot default gets a menu of its own.
+    async with FakeTelegram() as fake:
+        fake.add_chat(DEV_CHAT, "supergroup", title="dev")
+        config = menus_config(tmp_path, fake, routes=[
+            {"agent": "default", "chats": [f"telegram:{DEV_CHAT}"]},
+            {"agent": "coder", "platform": "telegram"}])
+        async with Daemon(config) as daemon:
+            await up(daemon, fake, CODER)
+            fake.user_message(USER, USER, "hello")
+            await reply_containing(fake, USER, "you said: hello")
+            fake.user_message(DEV_CHAT, USER, mention(fake, "hello family"))
+            await reply_containing(fake, DEV_CHAT, "[family] echo: Test: hello family")
+            await shows(fake, DEV_CHAT, FAMILY)
+            # The private chat came first: had it needed a menu, it would have been set then.
+            assert scoped(fake, USER) == [] and fake.menu_shown(USER, USER) == CODER

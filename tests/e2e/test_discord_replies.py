@@ -3,12 +3,15 @@ ones as a file, 429s waited out with the order kept, files in and out."""
 
 from __future__ import annotations
 
+import asyncio
+import re
+import urllib.request
 from pathlib import Path
 
 from tests.e2e.discord_support import assert_no_token, discord_config, online
 from tests.e2e.media_support import PDF, PNG, put, script_reply
 from tests.fakes.discord import DEFAULT_USER, FakeDiscord
-from tests.harness import AgentJournal, Daemon
+from tests.harness import AgentJournal, Daemon, http_port
 
 
 def balanced(text: str) -> bool:
@@ -44,9 +47,16 @@ async def test_long_replies_are_split_without_cutting_code_and_huge_ones_go_as_a
         assert_no_token(daemon, fake)
 
 
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return str(resp.read().decode())
+
 async def test_429s_are_waited_out_and_replies_keep_their_order(tmp_path: Path) -> None:
     async with FakeDiscord() as fake:
-        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+        config = discord_config(tmp_path, fake, sections={"http": {"listen": "127.0.0.1:0"}})
+        async with Daemon(config) as daemon:
+            port = await http_port(daemon)
             await online(daemon, fake)
             dm = fake.dm_channel(DEFAULT_USER).id
             fake.rate_limit_next("create_message", 1.5)
@@ -64,6 +74,12 @@ async def test_429s_are_waited_out_and_replies_keep_their_order(tmp_path: Path) 
             fake.disconnect_next("create_message")
             fake.dm("six")
             await fake.wait_for_reply(dm, "six")
+            # discord.py waits the 429s out itself; /metrics counts them all the same.
+            metrics = await asyncio.to_thread(get, f"http://127.0.0.1:{port}/metrics")
+            counted = re.search(r'^picobridge_platform_429_total\{bot="default",'
+                                r'platform="discord"\} (\S+)$', metrics, re.M)
+            assert counted is not None
+            assert float(counted[1]) == len([c for c in fake.calls if c.status == 429]) >= 2
         statuses = [c.status for c in fake.calls_to("create_message")]
         assert 502 in statuses and 0 in statuses
         limited = [c for c in fake.calls_to("create_message") if c.status == 429]

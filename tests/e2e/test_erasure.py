@@ -59,6 +59,9 @@ async def test_export_then_forget_a_user(tmp_path: Path) -> None:
             assert (target / "media" / saved.name).read_bytes() == PDF
             assert "someone else" not in (target / "export.json").read_text()
 
+            # As a chat on another agent's menu has it (core/menus.py): its key names the user.
+            with sqlite3.connect(db) as conn:
+                conn.execute("INSERT INTO chat_menus VALUES (?, 'a1b2', 0)", (f"telegram:{USER}",))
             code, out, err = await run_cli("forget", f"telegram:{USER}",
                                            "--config", str(config))
             assert code == 0, out + err
@@ -72,6 +75,7 @@ async def test_export_then_forget_a_user(tmp_path: Path) -> None:
     assert _rows(db, "SELECT count(*) FROM outbox WHERE chat_key = ?", key) == [(0,)]
     assert _rows(db, "SELECT count(*) FROM chats WHERE chat_key = ?", key) == [(0,)]
     assert _rows(db, "SELECT count(*) FROM sessions WHERE chat_key = ?", key) == [(0,)]
+    assert _rows(db, "SELECT count(*) FROM chat_menus WHERE chat_key = ?", key) == [(0,)]
     assert _rows(db, "SELECT count(*) FROM access_grants WHERE user_id = ?", str(USER)) == [(0,)]
     assert not saved.exists() and not kept.exists()
     assert _rows(db, "SELECT count(*) FROM inbound WHERE sender_id = ?", str(OTHER_USER)) == [

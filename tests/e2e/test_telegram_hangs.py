@@ -4,7 +4,6 @@ and the message goes on without it, once."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -36,23 +35,20 @@ async def test_a_hanging_file_delays_no_other_chat_and_its_sender_is_told(
             fake.user_document(USER, USER, b"%PDF-1.7 quarterly numbers", "report.pdf",
                                "application/pdf", caption="see the report")
             await fake.wait_for_call("getFile")
-            loop = asyncio.get_running_loop()
-            began = loop.time()
-            # Another user's message goes through while the file hangs.
+            # Another user's message goes through while the file hangs (the hang ends only
+            # in a notice to its sender, which has not come yet).
             fake.user_message(OTHER_USER, OTHER_USER, "meanwhile")
-            await reply_containing(fake, OTHER_USER, "echo: meanwhile",
-                                   timeout=DOWNLOAD_TIMEOUT - 1)
+            await reply_containing(fake, OTHER_USER, "echo: meanwhile")
             assert fake.sent_messages(USER) == []
             # The sender's next message waits for the one with the file (their order).
             fake.user_message(USER, USER, "and one more thing")
+            # The daemon's download timeout ended it: the fake holds the call until release.
             notice = await reply_containing(fake, USER, "report.pdf", timeout=20)
-            waited = loop.time() - began
             assert "could not fetch the file 'report.pdf'" in (notice.text or "")
             assert f"within {DOWNLOAD_TIMEOUT} s" in (notice.text or "")
             await reply_containing(fake, USER, "and one more thing", timeout=20)
             fake.release()
         assert_no_token(daemon, fake.token)
-    assert waited < DOWNLOAD_TIMEOUT + 5
     # Told once, and the file was not fetched again behind the user's back.
     assert len([t for t in fake.texts(USER) if t.startswith("I could not fetch")]) == 1
     assert len(fake.calls_to("getFile")) == 1

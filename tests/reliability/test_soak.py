@@ -59,6 +59,7 @@ from tests.harness import (
     run_cli,
     write_config,
 )
+from tests.reliability.soak_stages import first_appearances, stage_report
 from tests.storage_faults import fill, small_filesystem, write_lock
 from tests.unit.test_router import Recorder, ScriptedAgent
 
@@ -437,6 +438,18 @@ def keep_for_inspection(tmp_path: Path, state: Path, daemons: list[Daemon], chat
             shutil.copy2(database, copy / database.name)
 
 
+def explain_order(tmp_path: Path, chat: Chat, kills: list[float],
+                  clock_offset: float) -> list[str]:
+    """At which stage a chat's order broke (tests/reliability/soak_stages.py), also kept in
+    the run's order.txt."""
+    delivered = first_appearances([reply.numbers for reply in chat.replies])
+    lines = stage_report(tmp_path / "state-copy" / "picobridge.db",
+                         f"{chat.platform}:{chat.channel}", delivered, kills, clock_offset)
+    with (tmp_path / "order.txt").open("a", encoding="utf-8") as kept:
+        kept.write("\n".join(lines) + "\n")
+    return lines
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path) -> None:
@@ -447,6 +460,7 @@ async def test_soak_two_platforms_crashes_hangs_429s_and_sigkills(tmp_path: Path
 
 
 async def _soak(tmp_path: Path, state: Path, rng: random.Random, started_at: float) -> None:
+    clock_offset = time.time() - time.monotonic()  # the store's clock to the soak's
     async with FakeTelegram() as telegram, FakeSlack() as slack:
         chats = make_chats(slack)
         total = len(chats) * PER_CHAT
@@ -531,7 +545,10 @@ async def _soak(tmp_path: Path, state: Path, rng: random.Random, started_at: flo
     repeats = answered_twice = 0
     retried = retried_messages(slack)
     for chat in chats:
-        problems += check_order(chat, retried.get(chat.number, frozenset()))
+        order = check_order(chat, retried.get(chat.number, frozenset()))
+        if order:
+            order += explain_order(tmp_path, chat, kill_times, clock_offset)
+        problems += order
         chat_repeats, chat_twice, chat_problems = check_duplicates(chat, kill_times)
         repeats += chat_repeats
         answered_twice += chat_twice

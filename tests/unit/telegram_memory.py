@@ -72,7 +72,8 @@ class MemoryBridge:
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
         return False
 
-    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+    def commands(self, chat: ChatRef | None = None, *,
+                 bot: str | None = None) -> tuple[BridgeCommand, ...]:
         return catalogue()
 
     def offered_commands(self, platform: str, kind: str | None = None
@@ -99,6 +100,9 @@ class MemoryBridge:
         pass
 
     def silence(self, platform: str, seconds: float | None) -> None:
+        pass
+
+    def rate_limited(self, platform: str) -> None:
         pass
 
     def connection_changed(self, platform: str, connected: bool) -> None:

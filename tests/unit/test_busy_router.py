@@ -4,6 +4,7 @@ out of the turn's pending set owns it, so each is answered once or asked again."
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from picobridge.agent.port import (
     Reply,
 )
 from picobridge.contract import ChatRef, InboundMessage
-from picobridge.core.modes import BusyModes
+from picobridge.core.modes import BusyMode, BusyModes
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
 from picobridge.store import Store
@@ -177,3 +178,23 @@ async def test_a_steered_message_is_charged_an_attempt_like_a_turns_own(rig: Rig
     await rig.router.worker_lost(rig.agent, "crash")
     await rig.adapter.wait_sent(2)  # the steer's note and the failure
     assert await rig.store.open_messages() == []
+
+
+class UnreadableModes(BusyModes):
+    """A store that cannot say which mode the chat chose (the first look after a start)."""
+
+    async def of(self, chat: ChatRef) -> BusyMode:
+        raise sqlite3.OperationalError("disk I/O error")
+
+
+async def test_a_message_whose_chat_mode_cannot_be_read_still_waits_its_turn(rig: Rig) -> None:
+    """Its arrival runs in a task nobody awaits: had it raised there, the message would have
+    sat in the store, unanswered, until the next start, and then been answered after the
+    chat's later messages."""
+    rig.router.busy_modes = UnreadableModes(rig.store, "steer", lambda _agent: STEERS)
+    await rig.say("first")
+    turn = await rig.agent.next()
+    await rig.say("second")  # the turn runs: the mode decides, and cannot be read
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer"))
+    assert (await rig.agent.next()).text == "second"
+    assert rig.agent.controls == []

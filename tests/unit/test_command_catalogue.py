@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from picobridge.adapters.slack.events import TEXT_COMMANDS, slash_command_text, translate_command
+from picobridge.adapters.common.textcommands import TEXT_COMMANDS, translate_command
+from picobridge.adapters.slack.events import slash_command_text
 from picobridge.adapters.telegram.commands import COMMAND_NAMES, command_menu
 from picobridge.agent.protocols import PROTOCOLS, driver_class
 from picobridge.contract import AGENT_COMMANDS, ALL_COMMANDS, catalogue, listed_commands

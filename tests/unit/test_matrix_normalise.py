@@ -40,6 +40,16 @@ def test_a_direct_message_is_a_chat_of_its_own() -> None:
     assert found.sent_at == 1_700_000_000.0 and found.direct
 
 
+def test_a_prefixed_command_is_a_bridge_command_and_only_as_one_word() -> None:
+    texts = {}
+    for body in ("!NEW please", "! new", "!newer"):
+        found = normalise(DIRECT, event(text(body)), ME, prefix="!")
+        assert isinstance(found, Candidate)
+        texts[body] = found.text
+    # "! new" became "/neww" while Matrix had its own copy of the translation.
+    assert texts == {"!NEW please": "/new please", "! new": "! new", "!newer": "!newer"}
+
+
 def test_own_events_and_notices_are_skipped() -> None:
     assert isinstance(normalise(DIRECT, event(text("x"), sender=ME.user_id), ME, prefix="!"),
                       Skip)

@@ -20,6 +20,9 @@ def test_a_bots_agents_are_its_routes_and_their_switches_until_one_takes_every_c
     assert routing.reachable("other") == ("ops",)
     # A chat key naming another platform cannot match this one.
     assert routing.reachable("third") == ("guest", "default")
+    # The agent a bot's chats get by default: its first route that takes every one of them.
+    assert [routing.bot_agent(b) for b in ("chat@home", "chat", "other")] == [
+        "family", "default", "ops"]
 
 
 def test_by_kind_a_route_for_the_other_kind_is_left_out_and_one_for_this_kind_takes_all() -> None:

@@ -17,7 +17,7 @@ import picobridge.adapters.slack.adapter as slack_module
 import picobridge.adapters.slack.context as context_module
 import picobridge.adapters.slack.progress as progress_module
 from picobridge.adapters.slack.adapter import SlackAdapter
-from picobridge.adapters.slack.client import SlackAuthError
+from picobridge.adapters.slack.client import Recent, SlackAuthError
 from picobridge.config.settings import Settings
 from picobridge.contract import (
     BridgeCommand,
@@ -71,7 +71,8 @@ class StubBridge:
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
         return False
 
-    def commands(self, chat: ChatRef | None = None) -> tuple[BridgeCommand, ...]:
+    def commands(self, chat: ChatRef | None = None, *,
+                 bot: str | None = None) -> tuple[BridgeCommand, ...]:
         return catalogue()
 
     def offered_commands(self, platform: str, kind: str | None = None
@@ -91,6 +92,9 @@ class StubBridge:
         pass
 
     def silence(self, platform: str, seconds: float | None) -> None:
+        pass
+
+    def rate_limited(self, platform: str) -> None:
         pass
 
     def connection_changed(self, platform: str, connected: bool) -> None:
@@ -519,3 +523,15 @@ async def test_messages_carry_when_they_were_written(
     await fake.wait_for_ack((await fake.send_event(event))["envelope_id"])
     [submitted] = bridge.submitted
     assert submitted.sent_at == float(event["ts"])  # so a late retry can be put in its place
+
+
+def test_recent_ids_keep_at_least_the_last_size_and_forget_the_oldest() -> None:
+    recent = Recent(size=16)
+    recent.add(None)  # an event without an id is not remembered
+    for n in range(100):
+        recent.add(f"Ev{n}")
+        if n == 90:
+            recent.add("Ev0")  # seen again: the newest once more
+    assert all(f"Ev{n}" in recent for n in range(84, 100))
+    assert "Ev0" in recent and "Ev10" not in recent and "Ev60" not in recent
+    assert len(recent._items) <= 17  # the bound plus its sixteenth

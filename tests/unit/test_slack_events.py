@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from picobridge.adapters.common.textcommands import translate_command
 from picobridge.adapters.slack.events import (
     Candidate,
     Identity,
@@ -14,7 +15,6 @@ from picobridge.adapters.slack.events import (
     plain_text,
     slash_command_text,
     strip_mention,
-    translate_command,
 )
 from picobridge.contract import ChatRef
 from tests.fakes.slack import DEFAULT_CHANNEL, DEFAULT_USER, FakeSlack

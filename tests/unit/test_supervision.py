@@ -106,3 +106,27 @@ def test_the_watchdog_follows_the_pool() -> None:
     assert not watchdog_healthy(sources_for([down_long]))  # beyond agent.restart_budget
     assert not watchdog_healthy(sources_for([worker("w1", WorkerState.STOPPED)]))
     assert watchdog_healthy(sources_for([worker("w1", WorkerState.STARTING, down_since=now)]))
+
+
+async def test_held_work_that_fails_is_logged_with_its_name(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A task `keep` holds (a message on its way to its lane, say) is never looked at again
+    by anyone: its failure must reach the log when it happens, not vanish with the task."""
+    held: set[asyncio.Task[None]] = set()
+
+    async def broken() -> None:
+        raise RuntimeError("the store said no")
+
+    async def cancelled() -> None:
+        await asyncio.Event().wait()
+
+    with caplog.at_level(logging.ERROR, logger="picobridge.supervision"):
+        failing = supervision.keep(held, broken(), "arrive-36")
+        waiting = supervision.keep(held, cancelled(), "arrive-37")
+        await asyncio.wait([failing])
+        waiting.cancel()
+        await asyncio.wait([waiting])
+    assert not held
+    [record] = [r for r in caplog.records if r.name == "picobridge.supervision"]
+    assert "arrive-36" in record.getMessage() and record.exc_info is not None
+    assert isinstance(record.exc_info[1], RuntimeError)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -87,10 +86,9 @@ async def test_stream_edits_one_draft_that_the_answer_takes_over(
     # A retry of the same reply replaces the same draft; any other reply has none.
     assert await display.take_draft(CHAT, answer) == message.message_id
     assert await display.take_draft(CHAT, replace(answer, outbox_id=2)) is None
-    # Throttled: never more than one edit per interval.
-    edits = [c.time for c in fake.calls if c.method == "editMessageText"]
-    gaps = [b - a for a, b in itertools.pairwise(edits)]
-    assert all(gap >= 0.04 for gap in gaps)
+    # Throttled: the four deltas came while the first send's interval ran, and made one edit
+    # (the latest text), not four.
+    assert len(fake.calls_to("editMessageText")) == 1
 
 
 async def test_requeued_turn_removes_its_draft_and_tool_status(
