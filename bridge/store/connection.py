@@ -208,16 +208,17 @@ class Database:
         # Numbered as queued: a synced commit queued after it carries it (one thread, in order).
         self._lazy_count += 1
         self._unsynced.append((self._lazy_count, asyncio.get_running_loop().time()))
+        rows = await self._db._execute(unsynced)  # type: ignore[no-untyped-call]
         if self._sync_task is None:
             self._sync_task = asyncio.create_task(self._sync_soon(), name="store-lazy-sync")
-        return list(await self._db._execute(unsynced))  # type: ignore[no-untyped-call]
+        return list(rows)
 
     def unsynced_commits(self) -> int:
         """Unsynced commits not yet known to be on disk (carried by no synced commit since)."""
         return sum(1 for number, _ in self._unsynced if number > self._carried)
 
     def _synced_mark(self) -> int:
-        """Taken before queueing a write that commits synced; `_carried` it after."""
+        """Taken before queueing a write that commits synced, for `_carried_to` after it."""
         return self._lazy_count
 
     def _carried_to(self, mark: int) -> None:
