@@ -59,6 +59,9 @@ class CoreSettings(BaseSettings):
     """The core sections; `settings_model` adds a section per registered platform."""
 
     _platforms: ClassVar[Mapping[str, Platform]] = {}
+    # The config file, given to its source directly: pydantic-settings warns on stderr about
+    # a `toml_file` in model_config when the TOML source it finds is wrapped (as ours is).
+    _toml_path: ClassVar[Path | None] = None
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -99,8 +102,9 @@ class CoreSettings(BaseSettings):
             init_settings,
             WithBotCredentials(settings_cls, env_settings, platforms, files_win=False),
             CredentialsSource(settings_cls, credential_files(platforms) | VOICE_CREDENTIALS),
-            WithBotCredentials(settings_cls, TomlConfigSettingsSource(settings_cls), platforms,
-                               files_win=True),
+            WithBotCredentials(settings_cls,
+                               TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_path),
+                               platforms, files_win=True),
         )
 
     @model_validator(mode="after")
@@ -364,7 +368,7 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
             raise ConfigError("; ".join(problems) + where)
 
     class _FromFile(model):  # type: ignore[valid-type,misc]
-        model_config = SettingsConfigDict(toml_file=path)
+        _toml_path = path
 
     try:
         return _FromFile()
