@@ -217,7 +217,11 @@ async def test_text_and_slash_commands(env: Env) -> None:
     await reply_to(fake, dm, "Started a new conversation")
 
     envelope = await fake.send_slash_command("/picobridge", "status", user=ERIN)
-    await reply_to(fake, dm, "Agent: ready")
+    # What matters here is where the answer goes (the DM), not the worker's state, which
+    # another test's turn on this module's shared daemon can leave other than ready.
+    status = await reply_to(fake, dm, "Agent: ")
+    assert any(f"Agent: {state}" in status.text
+               for state in ("starting", "ready", "restarting")), status.text
     ack = await fake.wait_for_ack(envelope["envelope_id"])
     assert not (ack.payload or {}).get("text")  # answered in the DM, not as an ack text
 
