@@ -141,9 +141,13 @@ class Synapse:
     def _start(self) -> Synapse:
         started = time.monotonic()
         out = (self.dir / "stdout.log").open("ab")
+        # setpriv (util-linux, on every Debian): the kernel stops the homeserver when the
+        # test process that started it ends. A worker that ends without its teardown (a crash,
+        # an INTERNALERROR) left its Synapse running for good. Started from the main thread
+        # (the fixtures are synchronous), so it is the process's end that counts.
         self.proc = subprocess.Popen(
-            [str(self.python), "-m", "synapse.app.homeserver", "-c",
-             str(self.dir / "homeserver.yaml")],
+            ["setpriv", "--pdeathsig", "TERM", str(self.python), "-m",
+             "synapse.app.homeserver", "-c", str(self.dir / "homeserver.yaml")],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.dir)
         out.close()
         deadline = started + START_TIMEOUT
