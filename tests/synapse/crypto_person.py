@@ -30,6 +30,7 @@ from mautrix.types import (
 )
 from mautrix.util.async_db import Database
 
+from tests.synapse.person import wait_on
 from tests.synapse.server import Account
 
 Seen = dict[str, Any]
@@ -102,12 +103,7 @@ class CryptoPerson:
 
     async def wait_until(self, predicate: Callable[[], Any], timeout: float = 60,
                          what: str = "condition") -> Any:
-        try:
-            async with asyncio.timeout(timeout), self._changed:
-                await self._changed.wait_for(predicate)
-        except TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}") from None
-        return predicate()
+        return await wait_on(self._changed, predicate, timeout, what)
 
     def from_user(self, room: str, user: str, kind: str = "m.room.message") -> list[Seen]:
         return [e for e in self.events.get(room, []) if e.get("sender") == user

@@ -19,6 +19,18 @@ from tests.synapse.server import Account
 Event = dict[str, Any]
 
 
+async def wait_on(changed: asyncio.Condition, predicate: Callable[[], Any], timeout: float,
+                  what: str) -> Any:
+    """The truthy value of `predicate()`, re-checked each time `changed` is notified; an
+    AssertionError naming `what` after `timeout` seconds."""
+    try:
+        async with asyncio.timeout(timeout), changed:
+            await changed.wait_for(predicate)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+    return predicate()
+
+
 class Person:
     def __init__(self, url: str, account: Account) -> None:
         self.url = url
@@ -81,12 +93,7 @@ class Person:
 
     async def wait_until(self, predicate: Callable[[], Any], timeout: float = 30,
                          what: str = "condition") -> Any:
-        try:
-            async with asyncio.timeout(timeout), self._changed:
-                await self._changed.wait_for(predicate)
-        except TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}") from None
-        return predicate()
+        return await wait_on(self._changed, predicate, timeout, what)
 
     def from_bot(self, room: str, bot: str) -> list[Event]:
         return [e for e in self.events.get(room, []) if e.get("sender") == bot]
