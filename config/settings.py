@@ -12,6 +12,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
 
@@ -54,14 +55,17 @@ DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
 ENV_PREFIX = "PICOBRIDGE_"
 
+# The config file `load_settings` is reading, for the TOML source. Given to the source
+# directly: pydantic-settings warns on stderr about a `toml_file` in model_config when the
+# TOML source it finds is wrapped (as ours is). A context variable rather than a subclass per
+# load: each subclass was a second validator of the whole model, built again at every load.
+_TOML_PATH: ContextVar[Path | None] = ContextVar("picobridge_toml_path", default=None)
+
 
 class CoreSettings(BaseSettings):
     """The core sections; `settings_model` adds a section per registered platform."""
 
     _platforms: ClassVar[Mapping[str, Platform]] = {}
-    # The config file, given to its source directly: pydantic-settings warns on stderr about
-    # a `toml_file` in model_config when the TOML source it finds is wrapped (as ours is).
-    _toml_path: ClassVar[Path | None] = None
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -69,6 +73,9 @@ class CoreSettings(BaseSettings):
         extra="forbid",
         frozen=True,
         case_sensitive=False,
+        # Only the model with the platforms' sections is ever validated with: built once, on
+        # its first use, not this base (nor that model before it is used).
+        defer_build=True,
     )
 
     # The model's default; the command line resolves an unset state_dir with
@@ -103,7 +110,7 @@ class CoreSettings(BaseSettings):
             WithBotCredentials(settings_cls, env_settings, platforms, files_win=False),
             CredentialsSource(settings_cls, credential_files(platforms) | VOICE_CREDENTIALS),
             WithBotCredentials(settings_cls,
-                               TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_path),
+                               TomlConfigSettingsSource(settings_cls, toml_file=_TOML_PATH.get()),
                                platforms, files_win=True),
         )
 
@@ -367,11 +374,9 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
         if problems:
             raise ConfigError("; ".join(problems) + where)
 
-    class _FromFile(model):  # type: ignore[valid-type,misc]
-        _toml_path = path
-
+    reading = _TOML_PATH.set(path)
     try:
-        return _FromFile()
+        return model()
     except SettingsError as exc:
         # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the variable,
         # never the value (it may be a token).
@@ -389,3 +394,5 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
         details = "; ".join(_describe(e, environ) for e in exc.errors())
         raise ConfigError(f"invalid configuration{where} (or PICOBRIDGE_* environment): "
                           f"{details}") from None
+    finally:
+        _TOML_PATH.reset(reading)
