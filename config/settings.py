@@ -62,6 +62,12 @@ ENV_PREFIX = "PICOBRIDGE_"
 _TOML_PATH: ContextVar[Path | None] = ContextVar("picobridge_toml_path", default=None)
 
 
+# A section's default: its model validated from nothing by the settings model's own validator
+# (a factory calling the section's class would build that class's validator too).
+def section_default() -> Any:
+    return Field(default={}, validate_default=True)
+
+
 class CoreSettings(BaseSettings):
     """The core sections; `settings_model` adds a section per registered platform."""
 
@@ -81,17 +87,17 @@ class CoreSettings(BaseSettings):
     # The model's default; the command line resolves an unset state_dir with
     # `default_state_dir` (a user's own folder for users who cannot write this one).
     state_dir: Path = SYSTEM_STATE_DIR
-    agent: AgentSettings = Field(default_factory=AgentSettings)
+    agent: AgentSettings = section_default()
     # Further named agents, `[agents.NAME]`; `[agent]` is the agent named "default".
-    agents: dict[str, AgentSettings] = Field(default_factory=dict)
-    routes: list[RouteSettings] = Field(default_factory=list)
-    bridge: BridgeSettings = Field(default_factory=BridgeSettings)
-    attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
-    voice: VoiceSettings = Field(default_factory=VoiceSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
-    http: HttpSettings = Field(default_factory=HttpSettings)
-    limits: LimitsSettings = Field(default_factory=LimitsSettings)
-    log: LogSettings = Field(default_factory=LogSettings)
+    agents: dict[str, AgentSettings] = Field(default={})
+    routes: list[RouteSettings] = Field(default=[])
+    bridge: BridgeSettings = section_default()
+    attachments: AttachmentSettings = section_default()
+    voice: VoiceSettings = section_default()
+    store: StoreSettings = section_default()
+    http: HttpSettings = section_default()
+    limits: LimitsSettings = section_default()
+    log: LogSettings = section_default()
 
     @classmethod
     def settings_customise_sources(
@@ -182,7 +188,7 @@ def settings_model(platforms: Mapping[str, Platform] | None = None) -> type[Core
                 for name, p in platforms.items())
     model = _models.get(key)
     if model is None:
-        fields: dict[str, Any] = {name: (p.section, Field(default_factory=p.section))
+        fields: dict[str, Any] = {name: (p.section, section_default())
                                   for name, p in platforms.items()}
         model = create_model("Settings", __base__=CoreSettings, **fields)
         model._platforms = dict(platforms)
