@@ -12,6 +12,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
 
@@ -54,14 +55,23 @@ DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
 ENV_PREFIX = "PICOBRIDGE_"
 
+# The config file `load_settings` is reading, for the TOML source. Given to the source
+# directly: pydantic-settings warns on stderr about a `toml_file` in model_config when the
+# TOML source it finds is wrapped (as ours is). A context variable rather than a subclass per
+# load: each subclass was a second validator of the whole model, built again at every load.
+_TOML_PATH: ContextVar[Path | None] = ContextVar("picobridge_toml_path", default=None)
+
+
+# A section's default: its model validated from nothing by the settings model's own validator
+# (a factory calling the section's class would build that class's validator too).
+def section_default() -> Any:
+    return Field(default={}, validate_default=True)
+
 
 class CoreSettings(BaseSettings):
     """The core sections; `settings_model` adds a section per registered platform."""
 
     _platforms: ClassVar[Mapping[str, Platform]] = {}
-    # The config file, given to its source directly: pydantic-settings warns on stderr about
-    # a `toml_file` in model_config when the TOML source it finds is wrapped (as ours is).
-    _toml_path: ClassVar[Path | None] = None
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -69,22 +79,25 @@ class CoreSettings(BaseSettings):
         extra="forbid",
         frozen=True,
         case_sensitive=False,
+        # Only the model with the platforms' sections is ever validated with: built once, on
+        # its first use, not this base (nor that model before it is used).
+        defer_build=True,
     )
 
     # The model's default; the command line resolves an unset state_dir with
     # `default_state_dir` (a user's own folder for users who cannot write this one).
     state_dir: Path = SYSTEM_STATE_DIR
-    agent: AgentSettings = Field(default_factory=AgentSettings)
+    agent: AgentSettings = section_default()
     # Further named agents, `[agents.NAME]`; `[agent]` is the agent named "default".
-    agents: dict[str, AgentSettings] = Field(default_factory=dict)
-    routes: list[RouteSettings] = Field(default_factory=list)
-    bridge: BridgeSettings = Field(default_factory=BridgeSettings)
-    attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
-    voice: VoiceSettings = Field(default_factory=VoiceSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
-    http: HttpSettings = Field(default_factory=HttpSettings)
-    limits: LimitsSettings = Field(default_factory=LimitsSettings)
-    log: LogSettings = Field(default_factory=LogSettings)
+    agents: dict[str, AgentSettings] = Field(default={})
+    routes: list[RouteSettings] = Field(default=[])
+    bridge: BridgeSettings = section_default()
+    attachments: AttachmentSettings = section_default()
+    voice: VoiceSettings = section_default()
+    store: StoreSettings = section_default()
+    http: HttpSettings = section_default()
+    limits: LimitsSettings = section_default()
+    log: LogSettings = section_default()
 
     @classmethod
     def settings_customise_sources(
@@ -103,7 +116,7 @@ class CoreSettings(BaseSettings):
             WithBotCredentials(settings_cls, env_settings, platforms, files_win=False),
             CredentialsSource(settings_cls, credential_files(platforms) | VOICE_CREDENTIALS),
             WithBotCredentials(settings_cls,
-                               TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_path),
+                               TomlConfigSettingsSource(settings_cls, toml_file=_TOML_PATH.get()),
                                platforms, files_win=True),
         )
 
@@ -175,7 +188,7 @@ def settings_model(platforms: Mapping[str, Platform] | None = None) -> type[Core
                 for name, p in platforms.items())
     model = _models.get(key)
     if model is None:
-        fields: dict[str, Any] = {name: (p.section, Field(default_factory=p.section))
+        fields: dict[str, Any] = {name: (p.section, section_default())
                                   for name, p in platforms.items()}
         model = create_model("Settings", __base__=CoreSettings, **fields)
         model._platforms = dict(platforms)
@@ -367,11 +380,9 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
         if problems:
             raise ConfigError("; ".join(problems) + where)
 
-    class _FromFile(model):  # type: ignore[valid-type,misc]
-        _toml_path = path
-
+    reading = _TOML_PATH.set(path)
     try:
-        return _FromFile()
+        return model()
     except SettingsError as exc:
         # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the variable,
         # never the value (it may be a token).
@@ -389,3 +400,5 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
         details = "; ".join(_describe(e, environ) for e in exc.errors())
         raise ConfigError(f"invalid configuration{where} (or PICOBRIDGE_* environment): "
                           f"{details}") from None
+    finally:
+        _TOML_PATH.reset(reading)
