@@ -7,14 +7,13 @@ and errors never echo values, because values may be tokens."""
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 from pydantic_settings import (
@@ -32,6 +31,7 @@ from picobridge.config.credentials import (
     WithBotCredentials,
     credential_files,
 )
+from picobridge.config.environment import ENV_PREFIX, env_source, not_json, unknown_env
 from picobridge.config.sections import (
     VOICE_CREDENTIALS,
     AgentSettings,
@@ -49,11 +49,10 @@ from picobridge.config.shapes import shape_problems
 if TYPE_CHECKING:
     from picobridge.contract import Platform
 
-__all__ = ["ConfigError", "Settings", "credential_files", "load_settings"]
+__all__ = ["ENV_PREFIX", "ConfigError", "Settings", "credential_files", "load_settings"]
 
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
-ENV_PREFIX = "PICOBRIDGE_"
 
 # The config file `load_settings` is reading, for the TOML source. Given to the source
 # directly: pydantic-settings warns on stderr about a `toml_file` in model_config when the
@@ -259,96 +258,15 @@ def _unknown_keys(data: Mapping[str, Any], model: type[BaseModel], prefix: str =
     return problems
 
 
-# Variables with the prefix that are not settings (they tell where the settings are).
-_NOT_SETTINGS = frozenset({"PICOBRIDGE_CONFIG"})
-
-
-def _env_names(model: type[BaseModel], prefix: str) -> list[str]:
-    names = []
-    for key, field in model.model_fields.items():
-        name = f"{prefix}{key.upper()}"
-        names.append(name)
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            names.extend(_env_names(annotation, f"{name}__"))
-    return names
-
-
-def _unknown_env(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
-    """PICOBRIDGE_* variables that set nothing: a misspelled one (one underscore where two
-    belong) would otherwise be ignored while the same mistake in the file is an error."""
-    known = _env_names(model, ENV_PREFIX)
-    known_set = set(known)
-    problems = []
-    for name in sorted(environ):
-        upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in _NOT_SETTINGS or upper in known_set:
-            continue
-        hint = difflib.get_close_matches(upper, known, n=1)
-        problems.append(f"unknown environment variable {name}"
-                        + (f" (did you mean {hint[0]}?)" if hint else ""))
-    return problems
-
-
 def _describe(error: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
     where = ".".join(str(p) for p in error["loc"]) or "config"
     if error["type"] == "extra_forbidden":
         return f"unknown key '{where}'"
     # `msg` carries no input value; pydantic's str(ValidationError) would, and it may be a token.
     message = str(error["msg"]).removeprefix("Value error, ")
-    source = _env_source(error["loc"], environ or {})
+    source = env_source(error["loc"], environ or {})
     where = f"{where} ({source})" if source else where
     return f"{where}: {message}" if where != "config" else message
-
-
-def _env_source(loc: Sequence[Any], environ: Mapping[str, str]) -> str | None:
-    """The PICOBRIDGE_* variable that set the value at `loc`, if one did."""
-    upper = {name.upper(): name for name in environ}
-    for depth in range(len(loc), 0, -1):
-        name = ENV_PREFIX + "__".join(str(part).upper() for part in loc[:depth])
-        if name in upper:
-            return upper[name]
-    return None
-
-
-def _complex(annotation: Any) -> bool:
-    """Whether pydantic-settings reads this field's variable as JSON."""
-    for arg in (annotation, *get_args(annotation)):
-        if get_origin(arg) in (list, dict, tuple, set, frozenset) or arg in (
-                list, dict, tuple, set, frozenset) or (
-                isinstance(arg, type) and issubclass(arg, BaseModel)):
-            return True
-    return False
-
-
-def _env_field(model: type[BaseModel], name: str) -> Any:
-    """The annotation of the field a PICOBRIDGE_* variable sets, or None."""
-    parts = name.upper().removeprefix(ENV_PREFIX).split("__")
-    annotation: Any = model
-    for part in parts:
-        fields = annotation.model_fields if isinstance(annotation, type) and issubclass(
-            annotation, BaseModel) else {}
-        match = next((f for k, f in fields.items() if k.upper() == part), None)
-        if match is None:
-            return None
-        annotation = match.annotation
-    return annotation
-
-
-def _not_json(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
-    """The variables holding a list or table that is not valid JSON."""
-    bad = []
-    for name in sorted(environ):
-        if not name.upper().startswith(ENV_PREFIX) or name.upper() in _NOT_SETTINGS:
-            continue
-        annotation = _env_field(model, name)
-        if annotation is None or not _complex(annotation):
-            continue
-        try:
-            json.loads(environ[name])
-        except ValueError:
-            bad.append(name)
-    return bad
 
 
 def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
@@ -356,7 +274,7 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
     """Load and validate the configuration; raise ConfigError with an operator-friendly text."""
     environ = os.environ if environ is None else environ
     model = settings_model(platforms)
-    problems = _unknown_env(environ, model)
+    problems = unknown_env(environ, model)
     if problems:
         raise ConfigError("; ".join(problems))
     explicit = path is not None
@@ -386,7 +304,7 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
     except SettingsError as exc:
         # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the variable,
         # never the value (it may be a token).
-        bad = _not_json(environ, model)
+        bad = not_json(environ, model)
         if bad:
             which = ", ".join(bad) + (" is" if len(bad) == 1 else " are")
         else:
