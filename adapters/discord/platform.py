@@ -4,10 +4,13 @@ and the adapter built on demand (discord.py is imported only then)."""
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from picobridge.adapters.discord.settings import DiscordSettings
-from picobridge.contract import Adapter, Platform
+from picobridge.contract import Platform
+
+if TYPE_CHECKING:
+    from picobridge.contract import Adapter
 
 # Three base64url parts: the bot's id, a timestamp, an HMAC.
 TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{5,}")

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from picobridge.adapters.matrix.settings import USER_ID, MatrixSettings
-from picobridge.contract import Adapter, Platform
+from picobridge.contract import Platform
+
+if TYPE_CHECKING:
+    from picobridge.contract import Adapter
 
 
 class MatrixPlatform(Platform):

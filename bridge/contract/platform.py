@@ -6,12 +6,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from picobridge.contract.adapter import Adapter
-from picobridge.contract.commands import BridgeCommand
 from picobridge.contract.names import DEFAULT_BOT, bot_platform
 
 if TYPE_CHECKING:
+    # Annotations only: the registry (and every command line) imports this module, the
+    # adapter interface and the command catalogue are the daemon's.
     from picobridge.config.settings import Settings
+    from picobridge.contract.adapter import Adapter
+    from picobridge.contract.commands import BridgeCommand
 
 class Platform(ABC):
     """A platform as the rest of picobridge knows it before (or without) starting it: its
