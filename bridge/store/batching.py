@@ -71,6 +71,7 @@ class Coalescer(Generic[Item, Result]):
         self._waiters: list[asyncio.Future[Result]] = []
         self._task: asyncio.Task[None] | None = None
         self._leader: asyncio.Future[None] | None = None  # a caller's own flush under way
+        self._queued_done: asyncio.Future[None] | None = None  # for `drained`, on demand
 
     async def __call__(self, item: Item) -> Result:
         if self._task is None and self._leader is None and self._ready():
@@ -101,40 +102,59 @@ class Coalescer(Generic[Item, Result]):
         while (running := self._task or self._leader) is not None:
             await asyncio.wait([running])
 
+    async def drained(self) -> None:
+        """Wait until the items queued so far (not yet handed to a flush) are written or
+        failed; at once when there are none. What is handed over already is ahead of anything
+        queued on the connection after this."""
+        if not self._items:
+            return
+        if self._queued_done is None:
+            self._queued_done = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._queued_done)
+
     async def _run(self) -> None:
         try:
             while self._items:
                 items, waiters = self._items, self._waiters
                 self._items, self._waiters = [], []
+                done, self._queued_done = self._queued_done, None
                 try:
-                    results = await self._flush(items)
-                except Exception as exc:
-                    if len(items) == 1 or _whole_database(exc):
-                        for waiter in waiters:
-                            if not waiter.done():
-                                waiter.set_exception(exc)
-                        continue
-                    # One bad item must not fail the others: write each on its own.
-                    for item, waiter in zip(items, waiters, strict=True):
-                        try:
-                            [result] = await self._flush([item])
-                        except Exception as single:
-                            if not waiter.done():
-                                waiter.set_exception(single)
-                        else:
-                            if not waiter.done():
-                                waiter.set_result(result)
-                    continue
-                except asyncio.CancelledError:
-                    for waiter in (*waiters, *self._waiters):
-                        waiter.cancel()
-                    self._items, self._waiters = [], []
-                    raise
-                for waiter, result in zip(waiters, results, strict=True):
-                    if not waiter.done():  # its caller may have been cancelled meanwhile
-                        waiter.set_result(result)
+                    await self._flush_batch(items, waiters)
+                finally:
+                    if done is not None:
+                        done.set_result(None)
         finally:
             self._task = None
+
+    async def _flush_batch(self, items: list[Item], waiters: list[asyncio.Future[Result]]
+                           ) -> None:
+        try:
+            results = await self._flush(items)
+        except Exception as exc:
+            if len(items) == 1 or _whole_database(exc):
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+                return
+            # One bad item must not fail the others: write each on its own.
+            for item, waiter in zip(items, waiters, strict=True):
+                try:
+                    [result] = await self._flush([item])
+                except Exception as single:
+                    if not waiter.done():
+                        waiter.set_exception(single)
+                else:
+                    if not waiter.done():
+                        waiter.set_result(result)
+            return
+        except asyncio.CancelledError:
+            for waiter in (*waiters, *self._waiters):
+                waiter.cancel()
+            self._items, self._waiters = [], []
+            raise
+        for waiter, result in zip(waiters, results, strict=True):
+            if not waiter.done():  # its caller may have been cancelled meanwhile
+                waiter.set_result(result)
 
 
 def _whole_database(exc: Exception) -> bool:

@@ -171,6 +171,7 @@ class Database:
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        await self._writes.drained()  # after the writes queued before it, as issued
         async with self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -193,6 +194,9 @@ class Database:
         # round trip: statements that did would queue behind each other one round trip at a
         # time, and under load that convoy never ends. Between the wait and the call below
         # there is no await, so a BEGIN woken meanwhile is queued after this statement.
+        # Batched writes queued before it for the next flush go first: what a caller wrote
+        # before it reads is read back.
+        await self._writes.drained()
         while self._lock.locked():
             async with self._lock:
                 pass
