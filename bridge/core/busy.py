@@ -29,7 +29,7 @@ from picobridge.core.outbox import Outbox
 from picobridge.core.progress import ProgressRelay
 from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
-from picobridge.supervision import keep
+from picobridge.supervision import InOrder, keep
 
 log = logging.getLogger("picobridge.router")
 
@@ -50,6 +50,7 @@ class BusyHandling:
     _progress: ProgressRelay
     _wake: asyncio.Event
     _sending: set[asyncio.Task[None]]
+    _arriving: InOrder  # over _sending: each chat's messages on their way to its lane
 
     def enqueue(self, msg: StoredMessage) -> None:
         raise NotImplementedError
@@ -79,11 +80,15 @@ class BusyHandling:
 
     def arrive_soon(self, msg: StoredMessage) -> None:
         """`arrive` for callers that cannot wait: a message of a chat with no turn running
-        (most) is queued at once, in the order it came; the others in a task of their own."""
-        if self.busy_modes is None or self._running(msg) is None:
+        (most) is queued at once; the others in a task of their own. Either way in the order
+        they came: a message arriving after the turn ended waits for one that came during it
+        and is still reading the chat's busy mode."""
+        key = msg.chat.key
+        if not self._arriving.waiting(key) \
+                and (self.busy_modes is None or self._running(msg) is None):
             self.enqueue(msg)
             return
-        keep(self._sending, self.arrive(msg), f"arrive-{msg.id}")
+        self._arriving.add(key, self.arrive(msg), f"arrive-{msg.id}")
 
     async def arrive(self, msg: StoredMessage) -> None:
         """A stored message: queued, or sent into its chat's running turn by its mode."""

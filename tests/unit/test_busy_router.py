@@ -23,7 +23,7 @@ from picobridge.contract import ChatRef, InboundMessage
 from picobridge.core.modes import BusyMode, BusyModes
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
-from picobridge.store import Store
+from picobridge.store import Store, StoredMessage
 from tests.unit.test_router import Recorder, ScriptedAgent
 
 STEERS = Capabilities("scripted", frozenset(), frozenset(ControlKind), can_abort=True,
@@ -198,3 +198,35 @@ async def test_a_message_whose_chat_mode_cannot_be_read_still_waits_its_turn(rig
     await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer"))
     assert (await rig.agent.next()).text == "second"
     assert rig.agent.controls == []
+
+
+async def test_a_message_after_the_turn_waits_for_one_still_reading_the_busy_mode(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message that came during the turn reads its chat's busy mode from the store (the
+    first time); the chat's next message, after the turn ended, must not overtake it."""
+    reading, gate = asyncio.Event(), asyncio.Event()
+    read = rig.store.busy_mode
+
+    async def slow_read(chat: ChatRef) -> str | None:
+        reading.set()
+        await gate.wait()
+        return await read(chat)
+
+    monkeypatch.setattr(rig.store, "busy_mode", slow_read)
+    rig.router.busy_modes = BusyModes(rig.store, "collect", lambda _agent: STEERS)
+
+    async def stored(text: str, n: int) -> StoredMessage:
+        got = await rig.store.record_inbound(InboundMessage(
+            chat=ChatRef("test", "c"), sender_id="u", text=text,
+            platform_message_id=f"late{n}"))
+        assert got is not None
+        return got
+
+    await rig.say("first")
+    turn = await rig.agent.next()
+    rig.router.arrive_soon(await stored("second", 1))  # during the turn: reads the mode
+    await reading.wait()
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer"))
+    rig.router.arrive_soon(await stored("third", 2))  # no turn runs now
+    gate.set()
+    assert (await rig.agent.next()).text.startswith("second")
