@@ -91,7 +91,8 @@ class InboundTable(Database):
         msg = clean_inbound(msg)
         # ASCII: a lone surrogate in a file's name or text stays a JSON escape, not a str
         # that no UTF-8 encoder takes.
-        attachments = json.dumps([a.to_json() for a in msg.attachments])
+        attachments = json.dumps([a.to_json() for a in msg.attachments]) \
+            if msg.attachments else "[]"
         values = (msg.chat.platform, msg.platform_message_id, msg.sender_id, msg.sender_name,
                   msg.text, attachments, msg.reply_to, now, now)
         # A known chat (the common case) is written together with other messages arriving
