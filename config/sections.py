@@ -36,10 +36,13 @@ def clean_secret(value: SecretStr | None, info_name: str) -> SecretStr | None:
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built only as part of the settings model that holds it (config/settings.py): a section
+    # built on its own too would be a second validator and serializer of every key, in time
+    # at each start and in memory for the daemon's life.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
-class BotEntry(BaseModel):
+class BotEntry(BaseModel, defer_build=True):
     """A further bot of a platform (`[[<platform>.bots]]` and the like): a `name`, mixed
     into the platform's own section model so it has every key that section has."""
 
@@ -79,13 +82,13 @@ class WorkerSettings(Section):
 
 class AgentSettings(Section):
     # Default: the protocol's own command (agent/protocols/__init__.py).
-    command: list[str] = Field(default_factory=list, min_length=1)
+    command: list[str] = Field(default=[], min_length=1)
     protocol: str = "picobot-json"
     # Default: <state_dir>/workspace. Keep it stable: agents record it (pi's session files).
     workdir: Path | None = None
     # prime-rpc: where each session's file lives. Default: <state_dir>/agent-sessions.
     sessions_dir: Path | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default={})
     ready_timeout: PositiveFloat = 30.0
     ping_interval: PositiveFloat = 15.0
     ping_timeout: PositiveFloat = 10.0
@@ -97,9 +100,9 @@ class AgentSettings(Section):
     max_in_flight: PositiveInt = 1
     restart_budget: PositiveFloat = 300.0
     pool_size: PositiveInt = 1
-    workers: list[WorkerSettings] = Field(default_factory=list)
+    workers: list[WorkerSettings] = Field(default=[])
     # /model offers only these of the agent's models (provider/id or id); empty: all.
-    models: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default=[])
 
     def workdir_in(self, state_dir: Path) -> Path:
         """The agent's working directory: `agent.workdir`, else `<state_dir>/workspace` (never
@@ -131,7 +134,7 @@ class RouteSettings(Section):
     users: list[str] | None = None
     kind: Literal["private", "group"] | None = None
     # Agents a chat of this route may switch to with /agent (its own agent is always one).
-    switchable: list[str] = Field(default_factory=list)
+    switchable: list[str] = Field(default=[])
 
 
 class BridgeSettings(Section):
@@ -150,7 +153,7 @@ class LimitsSettings(Section):
     messages_per_hour: NonNegativeInt = 0
     messages_per_day: NonNegativeInt = 0
     # Users never limited, named "platform:user_id" as `picobridge access` names them.
-    exempt_users: list[str] = Field(default_factory=list)
+    exempt_users: list[str] = Field(default=[])
 
 
 class AttachmentSettings(Section):

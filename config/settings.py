@@ -7,13 +7,13 @@ and errors never echo values, because values may be tokens."""
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
+from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 from pydantic_settings import (
@@ -31,6 +31,8 @@ from picobridge.config.credentials import (
     WithBotCredentials,
     credential_files,
 )
+from picobridge.config.environment import ENV_PREFIX, env_source, not_json, unknown_env
+from picobridge.config.mentions import named_platforms
 from picobridge.config.sections import (
     VOICE_CREDENTIALS,
     AgentSettings,
@@ -48,20 +50,31 @@ from picobridge.config.shapes import shape_problems
 if TYPE_CHECKING:
     from picobridge.contract import Platform
 
-__all__ = ["ConfigError", "Settings", "credential_files", "load_settings"]
+__all__ = ["ENV_PREFIX", "ConfigError", "Settings", "credential_files", "load_settings"]
 
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
-ENV_PREFIX = "PICOBRIDGE_"
+
+# The config file `load_settings` is reading, for the TOML source. Given to the source
+# directly: pydantic-settings warns on stderr about a `toml_file` in model_config when the
+# TOML source it finds is wrapped (as ours is). A context variable rather than a subclass per
+# load: each subclass was a second validator of the whole model, built again at every load.
+_TOML_PATH: ContextVar[Path | None] = ContextVar("picobridge_toml_path", default=None)
+
+
+# A section's default: its model validated from nothing by the settings model's own validator
+# (a factory calling the section's class would build that class's validator too).
+def section_default() -> Any:
+    return Field(default={}, validate_default=True)
 
 
 class CoreSettings(BaseSettings):
     """The core sections; `settings_model` adds a section per registered platform."""
 
+    # Every registered platform, and those of them the configuration names (config/mentions.py),
+    # which have a section in the model; the others' sections are their defaults.
     _platforms: ClassVar[Mapping[str, Platform]] = {}
-    # The config file, given to its source directly: pydantic-settings warns on stderr about
-    # a `toml_file` in model_config when the TOML source it finds is wrapped (as ours is).
-    _toml_path: ClassVar[Path | None] = None
+    _named: ClassVar[Mapping[str, Platform]] = {}
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -69,22 +82,25 @@ class CoreSettings(BaseSettings):
         extra="forbid",
         frozen=True,
         case_sensitive=False,
+        # Only the model with the platforms' sections is ever validated with: built once, on
+        # its first use, not this base (nor that model before it is used).
+        defer_build=True,
     )
 
     # The model's default; the command line resolves an unset state_dir with
     # `default_state_dir` (a user's own folder for users who cannot write this one).
     state_dir: Path = SYSTEM_STATE_DIR
-    agent: AgentSettings = Field(default_factory=AgentSettings)
+    agent: AgentSettings = section_default()
     # Further named agents, `[agents.NAME]`; `[agent]` is the agent named "default".
-    agents: dict[str, AgentSettings] = Field(default_factory=dict)
-    routes: list[RouteSettings] = Field(default_factory=list)
-    bridge: BridgeSettings = Field(default_factory=BridgeSettings)
-    attachments: AttachmentSettings = Field(default_factory=AttachmentSettings)
-    voice: VoiceSettings = Field(default_factory=VoiceSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
-    http: HttpSettings = Field(default_factory=HttpSettings)
-    limits: LimitsSettings = Field(default_factory=LimitsSettings)
-    log: LogSettings = Field(default_factory=LogSettings)
+    agents: dict[str, AgentSettings] = Field(default={})
+    routes: list[RouteSettings] = Field(default=[])
+    bridge: BridgeSettings = section_default()
+    attachments: AttachmentSettings = section_default()
+    voice: VoiceSettings = section_default()
+    store: StoreSettings = section_default()
+    http: HttpSettings = section_default()
+    limits: LimitsSettings = section_default()
+    log: LogSettings = section_default()
 
     @classmethod
     def settings_customise_sources(
@@ -97,20 +113,20 @@ class CoreSettings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Highest priority first: explicit values, environment, systemd credentials, the file;
         # further bots' credential files keep that order within each bot's entry.
-        platforms = cls._platforms
+        platforms = cls._named
         return (
             init_settings,
             WithBotCredentials(settings_cls, env_settings, platforms, files_win=False),
             CredentialsSource(settings_cls, credential_files(platforms) | VOICE_CREDENTIALS),
             WithBotCredentials(settings_cls,
-                               TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_path),
+                               TomlConfigSettingsSource(settings_cls, toml_file=_TOML_PATH.get()),
                                platforms, files_win=True),
         )
 
     @model_validator(mode="after")
     def _listener_for_webhooks(self) -> CoreSettings:
         if self.http.listen is None:
-            for name, platform in self._platforms.items():
+            for name, platform in self._named.items():
                 for bot in platform.bots(self.section(name)).values():
                     reason = platform.needs_listener(bot)
                     if reason:
@@ -128,18 +144,28 @@ class CoreSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _platform_shapes(self) -> CoreSettings:
-        problems = shape_problems(self._platforms, self.section)
+        problems = shape_problems(self._named, self.section)
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
     def section(self, platform: str) -> Any:
-        """A platform's own section (`[telegram]`), as that platform's model."""
-        return getattr(self, platform)
+        """A platform's own section (`[telegram]`), as that platform's model: its defaults
+        when the configuration does not name the platform."""
+        if platform in self._named:
+            return getattr(self, platform)
+        return default_section(self._platforms[platform])
 
     @property
     def platforms(self) -> Mapping[str, Platform]:
+        """Every registered platform."""
         return self._platforms
+
+    @property
+    def named_platforms(self) -> Mapping[str, Platform]:
+        """The platforms the configuration names; the others are off, allow nobody and have
+        no secrets."""
+        return self._named
 
     @property
     def db_path(self) -> Path:
@@ -151,7 +177,7 @@ class CoreSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value configured, for the log redaction filter."""
-        return [*(secret for name, platform in self._platforms.items()
+        return [*(secret for name, platform in self._named.items()
                   for bot in platform.bots(self.section(name)).values()
                   for secret in platform.secrets(bot)), *self.voice.secrets()]
 
@@ -161,24 +187,43 @@ if TYPE_CHECKING:
     Settings = CoreSettings
 
 
-_models: dict[tuple[tuple[str, str], ...], type[CoreSettings]] = {}
+_models: dict[tuple[tuple[str, str, bool], ...], type[CoreSettings]] = {}
+_defaults: dict[type[Any], Any] = {}
 
 
-def settings_model(platforms: Mapping[str, Platform] | None = None) -> type[CoreSettings]:
-    """The settings model: the core sections plus one section per platform (by default the
-    registered ones, adapters/registry.py), built once per set of platforms."""
-    if platforms is None:
-        from picobridge.adapters.registry import platforms as registered
+def default_section(platform: Platform) -> Any:
+    """A platform's section with nothing set, made once (its model is built then)."""
+    model = platform.section
+    if model not in _defaults:
+        _defaults[model] = model()
+    return _defaults[model]
 
-        platforms = registered()
-    key = tuple((name, f"{type(p).__module__}.{type(p).__qualname__}")
+
+def registered(platforms: Mapping[str, Platform] | None = None) -> Mapping[str, Platform]:
+    """The platforms given, by default the registered ones (adapters/registry.py)."""
+    if platforms is not None:
+        return platforms
+    from picobridge.adapters.registry import platforms as every
+
+    return every()
+
+
+def settings_model(platforms: Mapping[str, Platform] | None = None,
+                   named: Collection[str] | None = None) -> type[CoreSettings]:
+    """The settings model: the core sections plus a section for each platform `named` (by
+    default all), of `platforms` (by default the registered ones), built once per set."""
+    platforms = registered(platforms)
+    named = platforms.keys() if named is None else named
+    key = tuple((name, f"{type(p).__module__}.{type(p).__qualname__}", name in named)
                 for name, p in platforms.items())
     model = _models.get(key)
     if model is None:
-        fields: dict[str, Any] = {name: (p.section, Field(default_factory=p.section))
-                                  for name, p in platforms.items()}
+        sections = {name: p for name, p in platforms.items() if name in named}
+        fields: dict[str, Any] = {name: (p.section, section_default())
+                                  for name, p in sections.items()}
         model = create_model("Settings", __base__=CoreSettings, **fields)
         model._platforms = dict(platforms)
+        model._named = sections
         _models[key] = model
     return model
 
@@ -246,136 +291,61 @@ def _unknown_keys(data: Mapping[str, Any], model: type[BaseModel], prefix: str =
     return problems
 
 
-# Variables with the prefix that are not settings (they tell where the settings are).
-_NOT_SETTINGS = frozenset({"PICOBRIDGE_CONFIG"})
-
-
-def _env_names(model: type[BaseModel], prefix: str) -> list[str]:
-    names = []
-    for key, field in model.model_fields.items():
-        name = f"{prefix}{key.upper()}"
-        names.append(name)
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            names.extend(_env_names(annotation, f"{name}__"))
-    return names
-
-
-def _unknown_env(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
-    """PICOBRIDGE_* variables that set nothing: a misspelled one (one underscore where two
-    belong) would otherwise be ignored while the same mistake in the file is an error."""
-    known = _env_names(model, ENV_PREFIX)
-    known_set = set(known)
-    problems = []
-    for name in sorted(environ):
-        upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in _NOT_SETTINGS or upper in known_set:
-            continue
-        hint = difflib.get_close_matches(upper, known, n=1)
-        problems.append(f"unknown environment variable {name}"
-                        + (f" (did you mean {hint[0]}?)" if hint else ""))
-    return problems
-
-
 def _describe(error: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
     where = ".".join(str(p) for p in error["loc"]) or "config"
     if error["type"] == "extra_forbidden":
         return f"unknown key '{where}'"
     # `msg` carries no input value; pydantic's str(ValidationError) would, and it may be a token.
     message = str(error["msg"]).removeprefix("Value error, ")
-    source = _env_source(error["loc"], environ or {})
+    source = env_source(error["loc"], environ or {})
     where = f"{where} ({source})" if source else where
     return f"{where}: {message}" if where != "config" else message
 
 
-def _env_source(loc: Sequence[Any], environ: Mapping[str, str]) -> str | None:
-    """The PICOBRIDGE_* variable that set the value at `loc`, if one did."""
-    upper = {name.upper(): name for name in environ}
-    for depth in range(len(loc), 0, -1):
-        name = ENV_PREFIX + "__".join(str(part).upper() for part in loc[:depth])
-        if name in upper:
-            return upper[name]
-    return None
-
-
-def _complex(annotation: Any) -> bool:
-    """Whether pydantic-settings reads this field's variable as JSON."""
-    for arg in (annotation, *get_args(annotation)):
-        if get_origin(arg) in (list, dict, tuple, set, frozenset) or arg in (
-                list, dict, tuple, set, frozenset) or (
-                isinstance(arg, type) and issubclass(arg, BaseModel)):
-            return True
-    return False
-
-
-def _env_field(model: type[BaseModel], name: str) -> Any:
-    """The annotation of the field a PICOBRIDGE_* variable sets, or None."""
-    parts = name.upper().removeprefix(ENV_PREFIX).split("__")
-    annotation: Any = model
-    for part in parts:
-        fields = annotation.model_fields if isinstance(annotation, type) and issubclass(
-            annotation, BaseModel) else {}
-        match = next((f for k, f in fields.items() if k.upper() == part), None)
-        if match is None:
-            return None
-        annotation = match.annotation
-    return annotation
-
-
-def _not_json(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
-    """The variables holding a list or table that is not valid JSON."""
-    bad = []
-    for name in sorted(environ):
-        if not name.upper().startswith(ENV_PREFIX) or name.upper() in _NOT_SETTINGS:
-            continue
-        annotation = _env_field(model, name)
-        if annotation is None or not _complex(annotation):
-            continue
-        try:
-            json.loads(environ[name])
-        except ValueError:
-            bad.append(name)
-    return bad
+def _read_config(path: Path | None, explicit: bool) -> tuple[dict[str, Any], ConfigError | None]:
+    """The file's tables, or why it cannot be read (said after the environment's problems)."""
+    if path is None:
+        return {}, None
+    if not path.exists() or path.is_dir():
+        return {}, ConfigError(f"config file {path} does not exist"
+                               + ("" if explicit else " (from PICOBRIDGE_CONFIG)"))
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh), None
+    except tomllib.TOMLDecodeError as exc:
+        return {}, ConfigError(f"config file {path} is not valid TOML: {exc}")
+    except UnicodeDecodeError as exc:
+        return {}, ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})")
+    except OSError as exc:
+        return {}, ConfigError(f"cannot read config file {path}: {exc.strerror}")
 
 
 def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
                   platforms: Mapping[str, Platform] | None = None) -> Settings:
     """Load and validate the configuration; raise ConfigError with an operator-friendly text."""
     environ = os.environ if environ is None else environ
-    model = settings_model(platforms)
-    problems = _unknown_env(environ, model)
-    if problems:
-        raise ConfigError("; ".join(problems))
     explicit = path is not None
     path = path if explicit else default_config_path(environ)
     where = f" in {path}" if path else ""
-    if path is not None:
-        if not path.exists() or path.is_dir():
-            raise ConfigError(f"config file {path} does not exist"
-                              + ("" if explicit else " (from PICOBRIDGE_CONFIG)"))
-        try:
-            with path.open("rb") as fh:
-                raw = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})"
-                              ) from None
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-        problems = _unknown_keys(raw, model)
-        if problems:
-            raise ConfigError("; ".join(problems) + where)
+    raw, unreadable = _read_config(path, explicit)
+    every = registered(platforms)
+    model = settings_model(every, named_platforms(raw, environ, every))
+    # A problem found with the model of the platforms named is one with every platform's
+    # too; said with every platform's, whose names the hints ("did you mean") come from.
+    if unknown_env(environ, model):
+        raise ConfigError("; ".join(unknown_env(environ, settings_model(every))))
+    if unreadable is not None:
+        raise unreadable
+    if _unknown_keys(raw, model):
+        raise ConfigError("; ".join(_unknown_keys(raw, settings_model(every))) + where)
 
-    class _FromFile(model):  # type: ignore[valid-type,misc]
-        _toml_path = path
-
+    reading = _TOML_PATH.set(path)
     try:
-        return _FromFile()
+        return model()
     except SettingsError as exc:
         # A PICOBRIDGE_* variable holding a list or table that is not JSON. Name the variable,
         # never the value (it may be a token).
-        bad = _not_json(environ, model)
+        bad = not_json(environ, model)
         if bad:
             which = ", ".join(bad) + (" is" if len(bad) == 1 else " are")
         else:
@@ -389,3 +359,5 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
         details = "; ".join(_describe(e, environ) for e in exc.errors())
         raise ConfigError(f"invalid configuration{where} (or PICOBRIDGE_* environment): "
                           f"{details}") from None
+    finally:
+        _TOML_PATH.reset(reading)

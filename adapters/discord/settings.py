@@ -14,7 +14,7 @@ class DiscordSettings(Section):
     token: SecretStr | None = None
     # The REST API base; the gateway's address comes from its /gateway/bot answer.
     base_url: str = "https://discord.com/api/v10"
-    allowed_users: list[str] = Field(default_factory=list)
+    allowed_users: list[str] = Field(default=[])
     # "all": every guild the bot is in (slash commands registered globally); "none": DMs
     # only; or a list of guild ids (slash commands registered in each, at once).
     guilds: Literal["all", "none"] | list[str] = "all"

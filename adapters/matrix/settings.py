@@ -25,14 +25,14 @@ class MatrixSettings(Section):
     password: SecretStr | None = None
     device_id: str | None = None
     device_name: str = "picobridge"
-    allowed_users: list[str] = Field(default_factory=list)
+    allowed_users: list[str] = Field(default=[])
     # Where the bot talks: "direct" (only rooms of the bot and one person), "mentions" (also
     # rooms with more people, when mentioned or replied to; threads it is in without), "all"
     # (every message in every room it is in).
     rooms: Literal["direct", "mentions", "all"] = "mentions"
     # Room ids the bot may join besides direct chats; empty: any room an allowed user invites
     # it to.
-    allowed_rooms: list[str] = Field(default_factory=list)
+    allowed_rooms: list[str] = Field(default=[])
     command_prefix: str = "!"
     reaction_done: str = "✅"
     stream: bool = False

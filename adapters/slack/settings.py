@@ -22,9 +22,9 @@ class SlackAppSettings(Section):
     silence_timeout: PositiveFloat = 120.0
     base_url: str = "https://slack.com/api/"
     events_path: str = "/slack/events"
-    allowed_users: list[str] = Field(default_factory=list)
-    allowed_channels: list[str] = Field(default_factory=list)
-    file_hosts: list[str] = Field(default_factory=lambda: ["files.slack.com"])
+    allowed_users: list[str] = Field(default=[])
+    allowed_channels: list[str] = Field(default=[])
+    file_hosts: list[str] = Field(default=["files.slack.com"])
     allow_bots: bool = False
     slash_command: str = "/picobridge"
     command_prefix: str = "!"
@@ -64,4 +64,4 @@ class SlackApp(BotEntry, SlackAppSettings):
 
 
 class SlackSettings(SlackAppSettings):
-    apps: list[SlackApp] = Field(default_factory=list)
+    apps: list[SlackApp] = Field(default=[])

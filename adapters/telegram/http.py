@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
+from aiohttp.payload import BytesPayload
 from telegram._utils.defaultvalue import DefaultValue
 from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TimedOut
@@ -94,7 +95,7 @@ class AiohttpRequest(BaseRequest):
         # time allowed for connecting plus writing, reading against the read timeout.
         timeout = aiohttp.ClientTimeout(
             total=None, connect=_sum(pool, connect), sock_connect=connect, sock_read=read)
-        body: aiohttp.FormData | dict[str, str] | None = None
+        body: aiohttp.FormData | BytesPayload | None = None
         if request_data is not None:
             if files:
                 form = aiohttp.FormData()
@@ -104,7 +105,10 @@ class AiohttpRequest(BaseRequest):
                     form.add_field(name, content, filename=filename, content_type=mime)
                 body = form
             else:
-                body = request_data.json_parameters
+                # Encoded here rather than handed over as a dict: aiohttp would build a
+                # FormData (with a multipart writer) for every call only to urlencode it.
+                body = BytesPayload(request_data.url_encoded_parameters().encode(),
+                                    content_type=_FORM)
         # Errors are raised `from None` with the URL cut out of their text: the URL holds the
         # bot token, and a chained aiohttp error (a connect timeout names the URL) would put
         # it in any logged traceback.
@@ -130,6 +134,8 @@ def _without_url(text: str, url: str) -> str:
     text = text.replace(url, "[url]")
     return _TOKEN_PATH.sub("/bot[token]", text)
 
+
+_FORM = "application/x-www-form-urlencoded"
 
 # What is left of a URL in another spelling (yarl may quote or reorder it): the token part.
 _TOKEN_PATH = re.compile(r"/(?:file/)?bot[^/\s]+")

@@ -19,7 +19,7 @@ class TelegramBotSettings(Section):
     token: SecretStr | None = None
     base_url: str = "https://api.telegram.org/bot"
     base_file_url: str = "https://api.telegram.org/file/bot"
-    allowed_users: list[int] = Field(default_factory=list)
+    allowed_users: list[int] = Field(default=[])
     mode: Literal["polling", "webhook"] = "polling"
     webhook_url: str | None = None
     webhook_path: str = "/telegram/webhook"
@@ -66,4 +66,4 @@ class TelegramBot(BotEntry, TelegramBotSettings):
 
 
 class TelegramSettings(TelegramBotSettings):
-    bots: list[TelegramBot] = Field(default_factory=list)
+    bots: list[TelegramBot] = Field(default=[])

@@ -1,5 +1,8 @@
 """What the command line's modules share: opening the store, times (and, for the modules
-that always found it here, the one-line error)."""
+that always found it here, the one-line error).
+
+The store (aiosqlite, the table groups, the contract's message types) is imported only when a
+database is opened: a listing with no database yet never needs it."""
 
 from __future__ import annotations
 
@@ -10,14 +13,16 @@ from typing import TYPE_CHECKING
 from picobridge import exit_codes
 from picobridge.cli import statedir
 from picobridge.cli.errors import CliError as CliError  # where commands found it before
-from picobridge.store import Store, StoreError
-from picobridge.store.schema import SchemaError
 
 if TYPE_CHECKING:
     from picobridge.config.settings import Settings
+    from picobridge.store import Store
 
 
 async def open_store(settings: Settings, *, migrate: bool = True) -> Store:
+    from picobridge.store import Store, StoreError
+    from picobridge.store.schema import SchemaError
+
     try:
         return await Store.open(settings.db_path, migrate_schema=migrate,
                                 busy_timeout=settings.store.busy_timeout)
@@ -48,7 +53,7 @@ async def open_store_for_writing(settings: Settings, argv: Sequence[str],
 
 def no_platform(settings: Settings) -> str:
     """Why no platform runs: switched off on purpose, or never given its token."""
-    off = [name for name, platform in settings.platforms.items()
+    off = [name for name, platform in settings.named_platforms.items()
            if platform.switched_off(settings.section(name))]
     unset = [platform.enable_hint for name, platform in settings.platforms.items()
              if name not in off]

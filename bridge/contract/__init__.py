@@ -7,67 +7,77 @@ knows it by, and the `BridgeLink` the bridge hands to every adapter. Adapters im
 else from the bridge.
 """
 
-from picobridge.contract.adapter import (
-    Adapter,
-)
-from picobridge.contract.commands import (
-    AGENT_COMMANDS,
-    ALL_COMMANDS,
-    BRIDGE_COMMANDS,
-    BridgeCommand,
-    catalogue,
-    listed_commands,
-)
-from picobridge.contract.dialogs import (
-    Dialog,
-    DialogAnswer,
-    DialogClosed,
-    DialogEnd,
-    DialogKind,
-)
-from picobridge.contract.errors import (
-    DeliveryError,
-    StorageUnavailable,
-)
-from picobridge.contract.filenames import (
-    safe_name,
-)
-from picobridge.contract.link import (
-    BridgeLink,
-)
-from picobridge.contract.messages import (
-    Attachment,
-    ChatRef,
-    InboundMessage,
-    OutboundFile,
-    Outcome,
-    OutgoingReply,
-    ProgressEvent,
-    ProgressKind,
-    ReplyKind,
-    SubmitResult,
-    scrub_surrogates,
-)
-from picobridge.contract.names import (
-    DEFAULT_AGENT,
-    DEFAULT_BOT,
-    bot_platform,
-    split_platform,
-    valid_name,
-)
-from picobridge.contract.platform import (
-    Platform,
-)
-from picobridge.contract.sniff import (
-    AGENT_IMAGE_TYPES,
-    HEAD_BYTES,
-    OGG_OPUS,
-    agent_image_type,
-    file_type,
-    ogg_opus,
-    sniff_file,
-    sniff_mime,
-)
+# The names load on first use (PEP 562), each from its module: a platform's registry entry
+# needs only `Platform` and the names, and the command line reads every platform's entry, while
+# the message types, dialogs and the adapter interface are for the daemon.
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from picobridge.contract.adapter import (
+        Adapter,
+    )
+    from picobridge.contract.commands import (
+        AGENT_COMMANDS,
+        ALL_COMMANDS,
+        BRIDGE_COMMANDS,
+        BridgeCommand,
+        catalogue,
+        listed_commands,
+    )
+    from picobridge.contract.dialogs import (
+        Dialog,
+        DialogAnswer,
+        DialogClosed,
+        DialogEnd,
+        DialogKind,
+    )
+    from picobridge.contract.errors import (
+        DeliveryError,
+        StorageUnavailable,
+    )
+    from picobridge.contract.filenames import (
+        safe_name,
+    )
+    from picobridge.contract.link import (
+        BridgeLink,
+    )
+    from picobridge.contract.messages import (
+        Attachment,
+        ChatRef,
+        InboundMessage,
+        OutboundFile,
+        Outcome,
+        OutgoingReply,
+        ProgressEvent,
+        ProgressKind,
+        ReplyKind,
+        SubmitResult,
+        scrub_surrogates,
+    )
+    from picobridge.contract.names import (
+        DEFAULT_AGENT,
+        DEFAULT_BOT,
+        bot_platform,
+        split_platform,
+        valid_name,
+    )
+    from picobridge.contract.platform import (
+        Platform,
+    )
+    from picobridge.contract.sniff import (
+        AGENT_IMAGE_TYPES,
+        HEAD_BYTES,
+        OGG_OPUS,
+        agent_image_type,
+        file_type,
+        ogg_opus,
+        sniff_file,
+        sniff_mime,
+    )
 
 __all__ = [
     "AGENT_COMMANDS",
@@ -112,3 +122,36 @@ __all__ = [
     "split_platform",
     "valid_name",
 ]
+
+# Each module and the names it gives.
+_MODULES: dict[str, tuple[str, ...]] = {
+    "adapter": ("Adapter",),
+    "commands": ("AGENT_COMMANDS", "ALL_COMMANDS", "BRIDGE_COMMANDS", "BridgeCommand",
+                 "catalogue", "listed_commands"),
+    "dialogs": ("Dialog", "DialogAnswer", "DialogClosed", "DialogEnd", "DialogKind"),
+    "errors": ("DeliveryError", "StorageUnavailable"),
+    "filenames": ("safe_name",),
+    "link": ("BridgeLink",),
+    "messages": ("Attachment", "ChatRef", "InboundMessage", "OutboundFile", "Outcome",
+                 "OutgoingReply", "ProgressEvent", "ProgressKind", "ReplyKind", "SubmitResult",
+                 "scrub_surrogates"),
+    "names": ("DEFAULT_AGENT", "DEFAULT_BOT", "bot_platform", "split_platform", "valid_name"),
+    "platform": ("Platform",),
+    "sniff": ("AGENT_IMAGE_TYPES", "HEAD_BYTES", "OGG_OPUS", "agent_image_type", "file_type",
+              "ogg_opus", "sniff_file", "sniff_mime"),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
+
+    def __getattr__(name: str) -> Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value  # found at once the next time
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

@@ -168,7 +168,8 @@ def test_the_example_shows_true_defaults_and_marks_examples(tmp_path: Path) -> N
     section: BaseModel | None = None
     for line in _example().splitlines():
         if m := re.match(r"^\[(\w+)\]$", line):
-            section = Settings.model_fields[m[1]].default_factory()  # type: ignore[misc,call-arg]
+            # The section's defaults: its model given nothing, as the settings validate it.
+            section = Settings.model_fields[m[1]].annotation()  # type: ignore[misc]
             continue
         if not COMMENTED_KEY.match(line) or "# e.g." in line:
             continue
