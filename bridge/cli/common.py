@@ -53,7 +53,7 @@ async def open_store_for_writing(settings: Settings, argv: Sequence[str],
 
 def no_platform(settings: Settings) -> str:
     """Why no platform runs: switched off on purpose, or never given its token."""
-    off = [name for name, platform in settings.platforms.items()
+    off = [name for name, platform in settings.named_platforms.items()
            if platform.switched_off(settings.section(name))]
     unset = [platform.enable_hint for name, platform in settings.platforms.items()
              if name not in off]
