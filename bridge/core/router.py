@@ -93,6 +93,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
         self._writers: dict[str, asyncio.Task[None]] = {}
         self._to_write: dict[str, collections.deque[Turn]] = {}
         self._sending: set[asyncio.Task[None]] = set()
+        self._arriving: dict[str, asyncio.Task[None]] = {}  # per chat: the last to arrive_soon
         self.busy_modes: BusyModes | None = None  # None: every message waits (collect)
         self._closing: set[asyncio.Task[None]] = set()
         self._outcomes: dict[str, int] = {}

@@ -23,7 +23,7 @@ from picobridge.contract import ChatRef, InboundMessage
 from picobridge.core.modes import BusyMode, BusyModes
 from picobridge.core.outbox import Outbox
 from picobridge.core.router import Router
-from picobridge.store import Store
+from picobridge.store import Store, StoredMessage
 from tests.unit.test_router import Recorder, ScriptedAgent
 
 STEERS = Capabilities("scripted", frozenset(), frozenset(ControlKind), can_abort=True,
@@ -53,12 +53,15 @@ class Rig:
     n: int = 0
 
     async def say(self, text: str) -> None:
+        await self.router.arrive(await self.stored(text))
+
+    async def stored(self, text: str) -> StoredMessage:
         self.n += 1
         stored = await self.store.record_inbound(InboundMessage(
             chat=ChatRef("test", "c"), sender_id="u", text=text,
             platform_message_id=f"m{self.n}"))
         assert stored is not None
-        await self.router.arrive(stored)
+        return stored
 
 
 @pytest.fixture
@@ -198,3 +201,26 @@ async def test_a_message_whose_chat_mode_cannot_be_read_still_waits_its_turn(rig
     await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer"))
     assert (await rig.agent.next()).text == "second"
     assert rig.agent.controls == []
+
+
+async def test_a_message_is_not_queued_before_one_whose_mode_is_still_read(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    modes = rig.router.busy_modes
+    assert modes is not None
+    reading, read, original = asyncio.Event(), asyncio.Event(), modes.of
+
+    async def slow_read(chat: ChatRef) -> BusyMode:
+        reading.set()
+        await read.wait()  # the store is slow to say the chat's mode
+        return await original(chat)
+
+    monkeypatch.setattr(modes, "of", slow_read)
+    await rig.say("first")
+    turn = await rig.agent.next()
+    rig.router.arrive_soon(await rig.stored("second"))  # into the running turn: mode read
+    await asyncio.wait_for(reading.wait(), 5)
+    await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer"))
+    rig.router.arrive_soon(await rig.stored("third"))  # no turn runs any more
+    read.set()
+    text = (await rig.agent.next()).text
+    assert text.startswith("second"), text
