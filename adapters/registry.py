@@ -53,16 +53,20 @@ def secret_shapes() -> list[str]:
     return [shape for p in platforms().values() for shape in p.secret_shapes]
 
 
-def bots(settings: Settings) -> dict[str, tuple[Platform, Any]]:
+def bots(settings: Settings, named_only: bool = False) -> dict[str, tuple[Platform, Any]]:
     """Every configured bot of every platform, by the name the bridge knows it by
-    (`telegram`, `telegram@work`), with its platform and its keys."""
-    return {bot: (p, section) for name, p in settings.platforms.items()
+    (`telegram`, `telegram@work`), with its platform and its keys; with `named_only`, only
+    of the platforms the configuration names (a platform it does not name has one bot, off,
+    with its section's defaults)."""
+    platforms = settings.named_platforms if named_only else settings.platforms
+    return {bot: (p, section) for name, p in platforms.items()
             for bot, section in p.bots(settings.section(name)).items()}
 
 
 def enabled_platforms(settings: Settings) -> list[str]:
     """The bots that run, by the name the bridge knows them by."""
-    return [bot for bot, (p, section) in bots(settings).items() if p.active(section)]
+    return [bot for bot, (p, section) in bots(settings, named_only=True).items()
+            if p.active(section)]
 
 
 def build_adapters(settings: Settings) -> list[Adapter]:
@@ -72,4 +76,13 @@ def build_adapters(settings: Settings) -> list[Adapter]:
 
 
 def allow_lists(settings: Settings) -> dict[str, frozenset[str]]:
-    return {bot: p.allowed_users(section) for bot, (p, section) in bots(settings).items()}
+    """Who each bot's section lets in; nobody on a platform the configuration does not name
+    (its one bot has its section's defaults, which are nobody)."""
+    lists: dict[str, frozenset[str]] = {}
+    for name, p in settings.platforms.items():
+        if name not in settings.named_platforms:
+            lists[name] = frozenset()
+            continue
+        for bot, section in p.bots(settings.section(name)).items():
+            lists[bot] = p.allowed_users(section)
+    return lists

@@ -123,6 +123,11 @@ BENCHMARKS = [
         Figure("Telegram p50 / minimal bot", rf"^ratios\s+p50 latency {NUMBER}x", "x", 1.25),
         Figure("Telegram throughput / minimal bot", rf"^ratios .*throughput {NUMBER}x", "x",
                0.8, higher_is_better=True),
+        # What is left once durability's own cost is out: against a bot as small as the
+        # minimal one that commits and stores what picobridge does.
+        Figure("Telegram p50 / durable PTB bot", rf"^vs durable p50 latency {NUMBER}x", "x"),
+        Figure("Telegram throughput / durable PTB bot",
+               rf"^vs durable .*throughput {NUMBER}x", "x"),
         # Less bound to the machine's load than the ratios above: CPU of each bot's process.
         Figure("Telegram daemon CPU per message", rf"^picobridge\s+CPU\s+{NUMBER} us", " us"),
         Figure("Telegram minimal bot CPU per message", rf"^minimal PTB CPU\s+{NUMBER} us",

@@ -10,7 +10,7 @@ import difflib
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,6 +32,7 @@ from picobridge.config.credentials import (
     credential_files,
 )
 from picobridge.config.environment import ENV_PREFIX, env_source, not_json, unknown_env
+from picobridge.config.mentions import named_platforms
 from picobridge.config.sections import (
     VOICE_CREDENTIALS,
     AgentSettings,
@@ -70,7 +71,10 @@ def section_default() -> Any:
 class CoreSettings(BaseSettings):
     """The core sections; `settings_model` adds a section per registered platform."""
 
+    # Every registered platform, and those of them the configuration names (config/mentions.py),
+    # which have a section in the model; the others' sections are their defaults.
     _platforms: ClassVar[Mapping[str, Platform]] = {}
+    _named: ClassVar[Mapping[str, Platform]] = {}
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -109,7 +113,7 @@ class CoreSettings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Highest priority first: explicit values, environment, systemd credentials, the file;
         # further bots' credential files keep that order within each bot's entry.
-        platforms = cls._platforms
+        platforms = cls._named
         return (
             init_settings,
             WithBotCredentials(settings_cls, env_settings, platforms, files_win=False),
@@ -122,7 +126,7 @@ class CoreSettings(BaseSettings):
     @model_validator(mode="after")
     def _listener_for_webhooks(self) -> CoreSettings:
         if self.http.listen is None:
-            for name, platform in self._platforms.items():
+            for name, platform in self._named.items():
                 for bot in platform.bots(self.section(name)).values():
                     reason = platform.needs_listener(bot)
                     if reason:
@@ -140,18 +144,28 @@ class CoreSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _platform_shapes(self) -> CoreSettings:
-        problems = shape_problems(self._platforms, self.section)
+        problems = shape_problems(self._named, self.section)
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
     def section(self, platform: str) -> Any:
-        """A platform's own section (`[telegram]`), as that platform's model."""
-        return getattr(self, platform)
+        """A platform's own section (`[telegram]`), as that platform's model: its defaults
+        when the configuration does not name the platform."""
+        if platform in self._named:
+            return getattr(self, platform)
+        return default_section(self._platforms[platform])
 
     @property
     def platforms(self) -> Mapping[str, Platform]:
+        """Every registered platform."""
         return self._platforms
+
+    @property
+    def named_platforms(self) -> Mapping[str, Platform]:
+        """The platforms the configuration names; the others are off, allow nobody and have
+        no secrets."""
+        return self._named
 
     @property
     def db_path(self) -> Path:
@@ -163,7 +177,7 @@ class CoreSettings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every secret value configured, for the log redaction filter."""
-        return [*(secret for name, platform in self._platforms.items()
+        return [*(secret for name, platform in self._named.items()
                   for bot in platform.bots(self.section(name)).values()
                   for secret in platform.secrets(bot)), *self.voice.secrets()]
 
@@ -173,24 +187,43 @@ if TYPE_CHECKING:
     Settings = CoreSettings
 
 
-_models: dict[tuple[tuple[str, str], ...], type[CoreSettings]] = {}
+_models: dict[tuple[tuple[str, str, bool], ...], type[CoreSettings]] = {}
+_defaults: dict[type[Any], Any] = {}
 
 
-def settings_model(platforms: Mapping[str, Platform] | None = None) -> type[CoreSettings]:
-    """The settings model: the core sections plus one section per platform (by default the
-    registered ones, adapters/registry.py), built once per set of platforms."""
-    if platforms is None:
-        from picobridge.adapters.registry import platforms as registered
+def default_section(platform: Platform) -> Any:
+    """A platform's section with nothing set, made once (its model is built then)."""
+    model = platform.section
+    if model not in _defaults:
+        _defaults[model] = model()
+    return _defaults[model]
 
-        platforms = registered()
-    key = tuple((name, f"{type(p).__module__}.{type(p).__qualname__}")
+
+def registered(platforms: Mapping[str, Platform] | None = None) -> Mapping[str, Platform]:
+    """The platforms given, by default the registered ones (adapters/registry.py)."""
+    if platforms is not None:
+        return platforms
+    from picobridge.adapters.registry import platforms as every
+
+    return every()
+
+
+def settings_model(platforms: Mapping[str, Platform] | None = None,
+                   named: Collection[str] | None = None) -> type[CoreSettings]:
+    """The settings model: the core sections plus a section for each platform `named` (by
+    default all), of `platforms` (by default the registered ones), built once per set."""
+    platforms = registered(platforms)
+    named = platforms.keys() if named is None else named
+    key = tuple((name, f"{type(p).__module__}.{type(p).__qualname__}", name in named)
                 for name, p in platforms.items())
     model = _models.get(key)
     if model is None:
+        sections = {name: p for name, p in platforms.items() if name in named}
         fields: dict[str, Any] = {name: (p.section, section_default())
-                                  for name, p in platforms.items()}
+                                  for name, p in sections.items()}
         model = create_model("Settings", __base__=CoreSettings, **fields)
         model._platforms = dict(platforms)
+        model._named = sections
         _models[key] = model
     return model
 
@@ -269,34 +302,42 @@ def _describe(error: Mapping[str, Any], environ: Mapping[str, str] | None = None
     return f"{where}: {message}" if where != "config" else message
 
 
+def _read_config(path: Path | None, explicit: bool) -> tuple[dict[str, Any], ConfigError | None]:
+    """The file's tables, or why it cannot be read (said after the environment's problems)."""
+    if path is None:
+        return {}, None
+    if not path.exists() or path.is_dir():
+        return {}, ConfigError(f"config file {path} does not exist"
+                               + ("" if explicit else " (from PICOBRIDGE_CONFIG)"))
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh), None
+    except tomllib.TOMLDecodeError as exc:
+        return {}, ConfigError(f"config file {path} is not valid TOML: {exc}")
+    except UnicodeDecodeError as exc:
+        return {}, ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})")
+    except OSError as exc:
+        return {}, ConfigError(f"cannot read config file {path}: {exc.strerror}")
+
+
 def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
                   platforms: Mapping[str, Platform] | None = None) -> Settings:
     """Load and validate the configuration; raise ConfigError with an operator-friendly text."""
     environ = os.environ if environ is None else environ
-    model = settings_model(platforms)
-    problems = unknown_env(environ, model)
-    if problems:
-        raise ConfigError("; ".join(problems))
     explicit = path is not None
     path = path if explicit else default_config_path(environ)
     where = f" in {path}" if path else ""
-    if path is not None:
-        if not path.exists() or path.is_dir():
-            raise ConfigError(f"config file {path} does not exist"
-                              + ("" if explicit else " (from PICOBRIDGE_CONFIG)"))
-        try:
-            with path.open("rb") as fh:
-                raw = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start})"
-                              ) from None
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-        problems = _unknown_keys(raw, model)
-        if problems:
-            raise ConfigError("; ".join(problems) + where)
+    raw, unreadable = _read_config(path, explicit)
+    every = registered(platforms)
+    model = settings_model(every, named_platforms(raw, environ, every))
+    # A problem found with the model of the platforms named is one with every platform's
+    # too; said with every platform's, whose names the hints ("did you mean") come from.
+    if unknown_env(environ, model):
+        raise ConfigError("; ".join(unknown_env(environ, settings_model(every))))
+    if unreadable is not None:
+        raise unreadable
+    if _unknown_keys(raw, model):
+        raise ConfigError("; ".join(_unknown_keys(raw, settings_model(every))) + where)
 
     reading = _TOML_PATH.set(path)
     try:

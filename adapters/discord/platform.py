@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from picobridge.adapters.discord.settings import DiscordSettings
 from picobridge.contract import Platform
 
 if TYPE_CHECKING:
+    from picobridge.adapters.discord.settings import DiscordSettings
     from picobridge.contract import Adapter
 
 # Three base64url parts: the bot's id, a timestamp, an HMAC.
@@ -18,7 +18,7 @@ TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{
 
 class DiscordPlatform(Platform):
     name: ClassVar[str] = "discord"
-    section: ClassVar[type[Any]] = DiscordSettings
+    section_model: ClassVar[str] = "picobridge.adapters.discord.settings:DiscordSettings"
     credentials: ClassVar[dict[str, str]] = {"discord_token": "token"}
     enable_hint: ClassVar[str] = "discord.token"
     user_example: ClassVar[str] = "400000000000000001"

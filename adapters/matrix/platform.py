@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from picobridge.adapters.matrix.settings import USER_ID, MatrixSettings
 from picobridge.contract import Platform
 
 if TYPE_CHECKING:
+    from picobridge.adapters.matrix.settings import MatrixSettings
     from picobridge.contract import Adapter
 
 
 class MatrixPlatform(Platform):
     name: ClassVar[str] = "matrix"
-    section: ClassVar[type[Any]] = MatrixSettings
+    section_model: ClassVar[str] = "picobridge.adapters.matrix.settings:MatrixSettings"
     credentials: ClassVar[dict[str, str]] = {
         "matrix_access_token": "access_token",
         "matrix_password": "password",
@@ -29,6 +29,8 @@ class MatrixPlatform(Platform):
         return frozenset(section.allowed_users)
 
     def user_id_problem(self, user_id: str) -> str | None:
+        from picobridge.adapters.matrix.settings import USER_ID
+
         if not USER_ID.match(user_id):
             return "matrix user ids look like @alice:example.org"
         return None

@@ -8,9 +8,14 @@ another message gets stored: the database works again). Whichever gets it
 stored first, this retry or Slack's redelivery, the other finds it stored (the adapter's
 recent ids, then the store's dedupe on channel and ts), so it is answered once.
 
+A message refused before it was even prepared (the database refused the held ones before it,
+or its thread lookup) is kept too, as it came (the event's Candidate), and prepared in its
+turn: left to Slack's redelivery, it would be lost once Slack stops retrying, and a newer
+message of its chat arriving before that redelivery would be stored first.
+
 A chat's held messages are offered before anything newer of that chat, in the chat's turn
-(ChatSerial), so its messages reach the agent in the order they were written. Memory is
-bounded: past MAX_HELD messages the oldest are left to Slack's redelivery.
+(ChatSerial), oldest first, so its messages reach the agent in the order they were written.
+Memory is bounded: past MAX_HELD messages the oldest are left to Slack's redelivery.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Awaitable, Callable
 
 from picobridge.adapters.common.backoff import Backoff
 from picobridge.adapters.common.serial import ChatSerial
+from picobridge.adapters.slack.events import Candidate
 from picobridge.contract import InboundMessage, StorageUnavailable
 
 log = logging.getLogger("picobridge.slack")
@@ -37,12 +43,15 @@ RETRY_CAP = 20.0
 
 class HeldMessages:
     def __init__(self, deliver: Callable[[InboundMessage], Awaitable[None]],
+                 prepare: Callable[[Candidate], Awaitable[InboundMessage | None]],
                  serial: ChatSerial) -> None:
         """`deliver` submits one message (raising StorageUnavailable while the outage
-        lasts); `serial` is the chats' order of work that events go through too."""
+        lasts); `prepare` makes the message of a kept Candidate (None: nothing to submit);
+        `serial` is the chats' order of work that events go through too."""
         self._deliver = deliver
+        self._prepare = prepare
         self._serial = serial
-        self._held: OrderedDict[str, InboundMessage] = OrderedDict()
+        self._held: OrderedDict[str, InboundMessage | Candidate] = OrderedDict()
         self._waiting = asyncio.Event()
         self._stored = asyncio.Event()
         self._dropped = False
@@ -54,7 +63,16 @@ class HeldMessages:
         return platform_message_id in self._held
 
     def hold(self, message: InboundMessage) -> None:
-        self._held[message.platform_message_id] = message
+        """A prepared message the database refused (in the place of its Candidate, if kept)."""
+        self._add(message)
+
+    def keep(self, found: Candidate) -> None:
+        """A message refused before it was prepared, unless it is held already."""
+        if found.platform_message_id not in self._held:
+            self._add(found)
+
+    def _add(self, item: InboundMessage | Candidate) -> None:
+        self._held[item.platform_message_id] = item
         while len(self._held) > MAX_HELD:
             self._held.popitem(last=False)
             if not self._dropped:
@@ -71,21 +89,32 @@ class HeldMessages:
     async def flush(self, chat_key: str) -> None:
         """Offer the chat's held messages again, oldest first (call in the chat's turn);
         raises StorageUnavailable while the database still refuses them."""
-        for message in [m for m in self._held.values() if m.chat.key == chat_key]:
+        for item in [m for m in self._held.values() if m.chat.key == chat_key]:
+            key = item.platform_message_id
             try:
-                await self._deliver(message)
+                await self._offer(item)
             except StorageUnavailable:
                 raise
             except Exception:
                 # Not the outage: a message that fails otherwise must not block its chat
                 # for good. Slack may still send it again.
-                self._held.pop(message.platform_message_id, None)
-                log.exception("a held Slack message failed and is let go: %s",
-                              message.platform_message_id)
+                self._held.pop(key, None)
+                log.exception("a held Slack message failed and is let go: %s", key)
                 raise
-            self._held.pop(message.platform_message_id, None)
+            self._held.pop(key, None)
         if not self._held:
             self._dropped = False
+
+    async def _offer(self, item: InboundMessage | Candidate) -> None:
+        if isinstance(item, InboundMessage):
+            message: InboundMessage | None = item
+        else:
+            message = await self._prepare(item)
+            if message is not None and item.platform_message_id in self._held:
+                # Prepared once: files are not fetched again while the outage lasts.
+                self._held[item.platform_message_id] = message
+        if message is not None:
+            await self._deliver(message)
 
     async def retry_forever(self) -> None:
         """Offer held messages again until the database takes them (BridgeLink.keep_running

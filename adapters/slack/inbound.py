@@ -12,12 +12,18 @@ Events of one conversation are handled one at a time, in arrival order (ChatSeri
 agent sees messages in the order they were written even when one of them carries a slow
 file. A file that takes longer than Slack's 3 s to download delays that ack: Slack
 redelivers, the copy waits for the original and is then recognised, and the file is
-downloaded once.
+downloaded once. The place is taken as the event arrives: slack-sdk runs each envelope's
+listeners in a task of its own, started in the order the websocket delivered them, and
+nothing on the way through bolt to `event` waits (bolt's auth.test answer is primed,
+adapter.py), so no envelope gets ahead of an earlier one. A slash command takes its DM's
+place the same way, before it asks Slack which DM that is.
 
 Storage outages. While the bridge cannot store (StorageUnavailable), an event is not
 acknowledged: Slack sends it again. The message as prepared is kept (held.py) and offered
-again by the adapter too, so an outage longer than Slack's retries loses nothing; the copy
-that comes second is recognised as stored. A slash command is answered with a short notice
+again by the adapter too (and one refused before it was prepared, because the chat's held
+messages came first, is kept as it came), so an outage longer than Slack's retries loses
+nothing and nothing newer of the chat goes first; the copy that comes second is recognised
+as stored. A slash command is answered with a short notice
 instead (Slack does not send commands again).
 
 Payloads that do not parse are screened before bolt (dispatch.py, shapes.py); `event` checks
@@ -87,7 +93,7 @@ class SlackInbound:
         self._serial = ChatSerial(tasks, name="slack-chat")
         self._seen_events = Recent()
         self._seen_messages = Recent()
-        self.held = HeldMessages(self._deliver, self._serial)
+        self.held = HeldMessages(self._deliver, self._ready, self._serial)
         # Who the bot is; known once auth.test answered. Events before that are refused
         # (not acknowledged), so Slack sends them again.
         self.me: Identity | None = None
@@ -124,27 +130,43 @@ class SlackInbound:
                      found.channel)
             self._seen_events.add(event_id)
             return
-        await self._serial.run(found.chat.key, lambda: self._in_order(found, me, event_id))
+        await self._serial.run(found.chat.key, lambda: self._in_order(found, event_id))
 
-    async def _in_order(self, found: Candidate, me: Identity, event_id: str | None) -> None:
+    async def _in_order(self, found: Candidate, event_id: str | None) -> None:
+        try:
+            await self._take(found)
+        except StorageUnavailable:
+            # Kept in its place (held.py), prepared or not: Slack's redelivery may come
+            # after newer messages of the chat, or never.
+            self.held.keep(found)
+            raise
+        self._seen_events.add(event_id)
+
+    async def _take(self, found: Candidate) -> None:
         if found.platform_message_id not in self._seen_messages:
             # This chat's messages still waiting for the database go first (or this one
             # waits too); this very message may be one of them.
             await self.held.flush(found.chat.key)
         if found.platform_message_id in self._seen_messages:
-            self._seen_events.add(event_id)
             return
-        context = await self._earlier_in_thread(found, me)
-        if context is None:
-            return
-        message = await self._prepare(found, context)
+        message = await self._ready(found)
         if message is not None:
             try:
                 await self._deliver(message)
             except StorageUnavailable:
                 self.held.hold(message)
                 raise
-        self._seen_events.add(event_id)
+
+    async def _ready(self, found: Candidate) -> InboundMessage | None:
+        """The message for the bridge, or None when there is nothing to submit (a follow-up
+        in a thread the bridge does not hold, every file refused)."""
+        me = self.me
+        if me is None:
+            raise NotYet("the Slack adapter is not ready for events yet")
+        context = await self._earlier_in_thread(found, me)
+        if context is None:
+            return None
+        return await self._prepare(found, context)
 
     async def _earlier_in_thread(self, found: Candidate, me: Identity) -> str | None:
         """What the thread said before the bot was in it ('' when nothing or not needed);
@@ -217,7 +239,6 @@ class SlackInbound:
         s = self._settings
         command = slash_command_text(str(body.get("text") or "")) or "/help"
         channel = str(body.get("channel_id") or "")
-        user = str(body.get("user_id") or "")
         if not channel.startswith("D"):
             names = [f"`{s.command_prefix}{c.name}`"
                      for c in self._bridge.commands(ChatRef(self._platform, channel, None))
@@ -225,17 +246,36 @@ class SlackInbound:
             return (f"In channels every thread is its own conversation: mention me inside the "
                     f"thread with {', '.join(names[:-1])} or {names[-1]}. "
                     f"`{s.slash_command}` works in a direct message with me.")
+        # Taken in the DM's turn, as it came: a message sent right after `/picobridge new`
+        # must not reach the bridge (and the old session) before it.
+        dm = ChatRef(self._platform, channel, None)
+        return await self._serial.run(dm.key, lambda: self._command_in_turn(body, command, dm))
+
+    async def _command_in_turn(self, body: dict[str, Any], command: str,
+                               dm: ChatRef) -> str | None:
+        user = str(body.get("user_id") or "")
         try:
-            # The command may come from a DM with someone else; answer in the user's DM with us.
+            # The command may come from a DM with someone else; answer in the user's DM with
+            # us (whose turn it then takes: the bot hears nothing else from the other DM).
             opened = await self._client.conversations_open(users=user)
             channel = str(opened["channel"]["id"])
         except Exception as exc:
             log.debug("conversations.open failed: %s", exc.__class__.__name__)
+            channel = dm.chat_id
+        message = InboundMessage(
+            chat=ChatRef(self._platform, channel, None), sender_id=user, text=command,
+            platform_message_id=f"command:{body.get('trigger_id') or body.get('envelope_id')}",
+            sender_name=str(body.get("user_name") or ""), chat_kind="private")
+        if channel == dm.chat_id:
+            return await self._submit_command(message)
+        return await self._serial.run(message.chat.key,
+                                      lambda: self._submit_command(message))
+
+    async def _submit_command(self, message: InboundMessage) -> str | None:
         try:
-            await self._bridge.submit(InboundMessage(
-                chat=ChatRef(self._platform, channel, None), sender_id=user, text=command,
-                platform_message_id=f"command:{body.get('trigger_id') or body.get('envelope_id')}",
-                sender_name=str(body.get("user_name") or ""), chat_kind="private"))
+            # The chat's messages waiting for the database go first.
+            await self.held.flush(message.chat.key)
+            await self._bridge.submit(message)
         except StorageUnavailable:
             return STORAGE_DOWN_NOTICE
         return None

@@ -7,10 +7,10 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from picobridge.adapters.slack.settings import SlackAppSettings, SlackSettings
 from picobridge.contract import DEFAULT_BOT, Platform, bot_platform
 
 if TYPE_CHECKING:
+    from picobridge.adapters.slack.settings import SlackAppSettings
     from picobridge.contract import Adapter, BridgeCommand
 
 # A person: U (or W, in Enterprise Grid), then capital letters and digits.
@@ -21,7 +21,7 @@ CHANNEL_ID = re.compile(r"[CGD][A-Z0-9]{2,}")
 
 class SlackPlatform(Platform):
     name: ClassVar[str] = "slack"
-    section: ClassVar[type[Any]] = SlackSettings
+    section_model: ClassVar[str] = "picobridge.adapters.slack.settings:SlackSettings"
     credentials: ClassVar[dict[str, str]] = {
         "slack_bot_token": "bot_token",
         "slack_app_token": "app_token",

@@ -7,10 +7,10 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from picobridge.adapters.telegram.settings import TelegramBotSettings, TelegramSettings
 from picobridge.contract import DEFAULT_BOT, Platform, bot_platform
 
 if TYPE_CHECKING:
+    from picobridge.adapters.telegram.settings import TelegramBotSettings
     from picobridge.contract import Adapter
 
 # <bot id>:<secret>, as @BotFather gives it (the secret: letters, digits, _ and -).
@@ -19,7 +19,7 @@ TOKEN_SHAPE = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
 
 class TelegramPlatform(Platform):
     name: ClassVar[str] = "telegram"
-    section: ClassVar[type[Any]] = TelegramSettings
+    section_model: ClassVar[str] = "picobridge.adapters.telegram.settings:TelegramSettings"
     credentials: ClassVar[dict[str, str]] = {
         "telegram_token": "token",
         "telegram_webhook_secret": "webhook_secret",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -25,8 +26,10 @@ class Platform(ABC):
     """
 
     name: ClassVar[str]
-    # The pydantic model of its config section, `[<name>]`.
-    section: ClassVar[type[Any]]
+    # The pydantic model of its config section, `[<name>]`, as "module:Class": imported only
+    # when a configuration names the platform (every command line reads every platform's
+    # entry, few configurations name every platform). A subclass may set `section` instead.
+    section_model: ClassVar[str] = ""
     # systemd credential file name -> key in its section (`LoadCredential=<file>:...`).
     credentials: ClassVar[Mapping[str, str]] = {}
     # A user id as operators see it, for help texts (`access allow <name>:<example>`).
@@ -42,6 +45,13 @@ class Platform(ABC):
     # Regular expressions of its tokens, redacted from the log even when they are not (or
     # not yet) in the configuration.
     secret_shapes: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def section(self) -> type[Any]:
+        """The pydantic model of its config section (`section_model`, imported now)."""
+        module, _, model = self.section_model.partition(":")
+        found: type[Any] = getattr(importlib.import_module(module), model)
+        return found
 
     def bots(self, section: Any) -> dict[str, Any]:
         """Every bot the section configures, by the name the bridge knows it by

@@ -51,14 +51,16 @@ DAEMON_CONTRACT = ("picobridge.contract.messages", "picobridge.contract.dialogs"
 # --version: the package, its exit codes, the command table and its error type, and the
 # few standard modules they touch (10 today). argparse alone would bring 21, asyncio 100.
 VERSION_BOUND = 15
-# access list reads the config (pydantic-settings, our config models and every platform's
-# section) and, once there is a database, the grants (asyncio comes with pydantic-settings):
-# 44 modules beyond what `import pydantic_settings` loads today without a database, all but
-# six (tomllib's four, difflib, pwd) ours. 110 leaves room for
-# about 45 more of ours (a platform adds three: its package, platform and settings modules),
-# not for one more library: beyond pydantic-settings, aiohttp alone is 104 modules,
-# slack_sdk's async client 147, python-telegram-bot 308, the daemon's wiring 236.
-ACCESS_LIST_OVER_PYDANTIC_SETTINGS = 110
+# access list reads the config (pydantic-settings, our config models, each platform's entry
+# and the sections of the platforms the config names) and, once there is a database, the
+# grants (asyncio comes with pydantic-settings): 42 modules beyond what `import
+# pydantic_settings` loads today for a config naming no platform and no database yet, all but
+# six (tomllib's four, difflib, pwd) ours. 70 leaves room for about 28 more of ours (a platform
+# adds two, its package and its entry; its settings module only where a config names it), not
+# for the store and the contract's message types (about 30 with aiosqlite and sqlite3) nor for
+# any library: aiohttp alone is 104 modules, slack_sdk's async client 147,
+# python-telegram-bot 308, the daemon's wiring 236.
+ACCESS_LIST_OVER_PYDANTIC_SETTINGS = 70
 
 
 def modules(tmp: Path, code: str, *args: str, exit_code: int = 0) -> set[str]:
@@ -95,9 +97,31 @@ def test_access_list_reads_the_config_without_the_daemon(tmp_path: Path) -> None
     # contract.platform and contract.names).
     assert not [n for n in names if n.split(".")[0] in ("aiosqlite", "sqlite3")
                 or n.startswith("picobridge.store") or n in DAEMON_CONTRACT], names
+    # The config names no platform: no platform's section model is loaded, only their entries.
+    assert "picobridge.adapters.telegram.platform" in names
+    assert not [n for n in names if n.endswith(".settings") and ".adapters." in n], names
     baseline = modules(tmp_path, BARE.replace("import sys", "import sys, pydantic_settings"))
     assert len(set(names) - set(baseline)) <= ACCESS_LIST_OVER_PYDANTIC_SETTINGS, (
         sorted(set(names) - set(baseline)))
+
+
+def test_access_list_reads_the_grants_with_sqlite3_alone(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"state_dir": str(tmp_path / "state")})
+    modules(tmp_path, PROBE, "access", "allow", "telegram:7", "--config", str(config))
+    names = imported(tmp_path, "access", "list", "--config", str(config))
+    assert {"sqlite3", "picobridge.store.reading"} <= set(names)
+    # Not the daemon's store: aiosqlite (and its thread), the table groups, the message types.
+    assert not [n for n in names if n.split(".")[0] == "aiosqlite" or n in DAEMON_CONTRACT
+                or n in ("picobridge.store.store", "picobridge.store.connection")], names
+
+
+def test_access_list_loads_the_section_of_the_platform_the_config_names(
+        tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"state_dir": str(tmp_path / "state"),
+                                     "telegram": {"allowed_users": [7]}})
+    names = imported(tmp_path, "access", "list", "--config", str(config))
+    assert [n for n in names if n.endswith(".settings") and ".adapters." in n] == [
+        "picobridge.adapters.telegram.settings"]
 
 
 @pytest.mark.parametrize(("words", "exit_code"), [

@@ -53,12 +53,15 @@ class Rig:
     n: int = 0
 
     async def say(self, text: str) -> None:
+        await self.router.arrive(await self.stored(text))
+
+    async def stored(self, text: str) -> StoredMessage:
         self.n += 1
         stored = await self.store.record_inbound(InboundMessage(
             chat=ChatRef("test", "c"), sender_id="u", text=text,
             platform_message_id=f"m{self.n}"))
         assert stored is not None
-        await self.router.arrive(stored)
+        return stored
 
 
 @pytest.fixture
@@ -200,33 +203,24 @@ async def test_a_message_whose_chat_mode_cannot_be_read_still_waits_its_turn(rig
     assert rig.agent.controls == []
 
 
-async def test_a_message_after_the_turn_waits_for_one_still_reading_the_busy_mode(
+async def test_a_message_is_not_queued_before_one_whose_mode_is_still_read(
         rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A message that came during the turn reads its chat's busy mode from the store (the
-    first time); the chat's next message, after the turn ended, must not overtake it."""
-    reading, gate = asyncio.Event(), asyncio.Event()
-    read = rig.store.busy_mode
+    modes = rig.router.busy_modes
+    assert modes is not None
+    reading, read, original = asyncio.Event(), asyncio.Event(), modes.of
 
-    async def slow_read(chat: ChatRef) -> str | None:
+    async def slow_read(chat: ChatRef) -> BusyMode:
         reading.set()
-        await gate.wait()
-        return await read(chat)
+        await read.wait()  # the store is slow to say the chat's mode
+        return await original(chat)
 
-    monkeypatch.setattr(rig.store, "busy_mode", slow_read)
-    rig.router.busy_modes = BusyModes(rig.store, "collect", lambda _agent: STEERS)
-
-    async def stored(text: str, n: int) -> StoredMessage:
-        got = await rig.store.record_inbound(InboundMessage(
-            chat=ChatRef("test", "c"), sender_id="u", text=text,
-            platform_message_id=f"late{n}"))
-        assert got is not None
-        return got
-
+    monkeypatch.setattr(modes, "of", slow_read)
     await rig.say("first")
     turn = await rig.agent.next()
-    rig.router.arrive_soon(await stored("second", 1))  # during the turn: reads the mode
-    await reading.wait()
+    rig.router.arrive_soon(await rig.stored("second"))  # into the running turn: mode read
+    await asyncio.wait_for(reading.wait(), 5)
     await rig.router.agent_event(rig.agent, Reply.of(turn.session, "first answer"))
-    rig.router.arrive_soon(await stored("third", 2))  # no turn runs now
-    gate.set()
-    assert (await rig.agent.next()).text.startswith("second")
+    rig.router.arrive_soon(await rig.stored("third"))  # no turn runs any more
+    read.set()
+    text = (await rig.agent.next()).text
+    assert text.startswith("second"), text

@@ -29,6 +29,7 @@ from picobridge.contract import (
     ProgressEvent,
     ProgressKind,
     ReplyKind,
+    StorageUnavailable,
     SubmitResult,
     catalogue,
     listed_commands,
@@ -46,6 +47,8 @@ class StubBridge:
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
         self.gate.set()
+        self.refusing = False  # the "database" cannot store (StorageUnavailable)
+        self.refused = asyncio.Event()  # set at each refusal
         self.allowed = {DEFAULT_USER}
         self.known: set[str] = set()
         self.cursors: dict[str, str] = {}
@@ -58,6 +61,9 @@ class StubBridge:
         self.calls += 1
         self.entered.set()
         await self.gate.wait()
+        if self.refusing:
+            self.refused.set()
+            raise StorageUnavailable("database is locked")
         if message.sender_id not in self.allowed:
             return SubmitResult.DENIED
         if any(m.platform_message_id == message.platform_message_id for m in self.submitted):
@@ -182,6 +188,37 @@ async def test_messages_of_one_chat_keep_their_order(
         await fake.send_event(fake.dm_message(text))
     await fake.wait_for(lambda: len(fake.acks) == 3)
     assert [m.text for m in bridge.submitted] == ["first, with a file", "second", "third"]
+
+
+async def test_a_message_refused_behind_a_held_one_keeps_its_place(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    fake.max_retries = 0  # Slack does not send them again: only the adapter can
+    adapter = await make()
+    bridge.refusing = True
+    for text in ("one", "two"):
+        await fake.send_event(fake.dm_message(text))
+    # "one" was refused and held; "two" was refused because "one" came first, and kept.
+    while len(adapter._inbound.held) < 2:
+        bridge.refused.clear()
+        await asyncio.wait_for(bridge.refused.wait(), 10)
+    bridge.refusing = False
+    envelope = await fake.send_event(fake.dm_message("three"))
+    await fake.wait_for_ack(envelope["envelope_id"])
+    assert [m.text for m in bridge.submitted] == ["one", "two", "three"]
+    assert len(adapter._inbound.held) == 0
+
+
+async def test_a_message_right_after_a_slash_command_waits_for_it(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    await make()
+    fake.stall_next("conversations.open")  # the command is still asking which DM it is
+    command = await fake.send_slash_command("/picobridge", "new")
+    message = (await fake.send_event(fake.dm_message("after the command")))["envelope_id"]
+    await fake.wait_for(lambda: message in fake.acked_envelope_ids + fake.ack_timeouts)
+    fake.release("conversations.open")
+    await fake.wait_for_ack(command["envelope_id"])
+    await fake.wait_for_ack(message)
+    assert [m.text for m in bridge.submitted] == ["/new", "after the command"]
 
 
 @pytest.fixture

@@ -1,0 +1,177 @@
+"""A Slack conversation's messages reach the bridge in the order they were written, end to end:
+`picobridge run` against FakeSlack over a real Socket Mode websocket.
+
+What could put them out of order (each test fails on the code before the fix):
+- a storage outage: a message refused behind one the adapter holds for the database was not
+  held itself, so it waited for Slack's redelivery; a newer message arriving after the
+  database came back went first, and an outage outlasting Slack's retries lost it;
+- a slash command: it asked Slack for the user's DM (conversations.open) before it took its
+  place, so a message sent right after `/picobridge new` reached the old session first.
+And a burst of one conversation's messages, back to back with other conversations', is stored
+and answered in writing order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.slack_support import assert_no_secrets, reply_to, slack_config
+from tests.fakes.slack import FakeSlack
+from tests.harness import SHORT_BUSY_TIMEOUT, AgentJournal, Daemon
+from tests.storage_faults import write_lock
+
+pytestmark = pytest.mark.asyncio
+
+ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"
+USERS = [ALICE, BOB, CAROL]
+OUTAGE = r"cannot store \("
+REFUSED = "not acknowledged: the database cannot store it yet"
+
+
+def stored(db: Path) -> list[tuple[str, str, str]]:
+    """(chat, text, session) of every stored message, in the order intake stored them."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        return list(conn.execute("SELECT chat_key, text, session_id FROM inbound ORDER BY id"))
+
+
+def asked(journal: AgentJournal) -> str:
+    """Everything the agent was sent, in order (queued messages go as one turn)."""
+    return "\n".join(str(m.get("content")) for m in journal.messages())
+
+
+def assert_in_order_once(texts: list[str], seen: str) -> None:
+    for text in texts:
+        assert seen.count(text) == 1, (text, seen)
+    positions = [seen.index(text) for text in texts]
+    assert positions == sorted(positions), seen
+
+
+async def refused_so_far(fake: FakeSlack, daemon: Daemon, events: list[dict[str, Any]]) -> None:
+    """Until every delivery of `events` made so far was refused (each one logs a line)."""
+    def done() -> bool:
+        deliveries = sum(len(fake.envelopes_for(e["event_id"])) for e in events)
+        return sum(REFUSED in line for line in daemon.log_lines) >= deliveries
+    await daemon.wait_until(done, timeout=30)
+
+
+async def send(fake: FakeSlack, event: dict[str, Any]) -> dict[str, Any]:
+    """Deliver `event`; returns it with the event id Slack gave it."""
+    envelope = await fake.send_event(event)
+    return {**event, "event_id": envelope["payload"]["event_id"]}
+
+
+async def test_a_message_refused_behind_a_held_one_outlives_slacks_retries(
+        tmp_path: Path) -> None:
+    async with FakeSlack(ack_timeout=1.0) as fake:  # three retries, a second apart
+        config = slack_config(tmp_path, fake, allowed_users=USERS, sections=SHORT_BUSY_TIMEOUT)
+        async with Daemon(config) as daemon:
+            await fake.wait_for_socket()
+            first = fake.dm_message("before the lock", user=ALICE)
+            await fake.send_event(first)
+            await reply_to(fake, first["channel"], "echo: before the lock")
+            async with write_lock(tmp_path / "state" / "picobridge.db"):
+                one = await send(fake, fake.dm_message("one, while locked", user=ALICE))
+                await daemon.wait_for_log(OUTAGE, timeout=30)
+                two = await send(fake, fake.dm_message("two, while locked", user=ALICE))
+                # Slack gives up on the second: every attempt refused, the last one too.
+                await fake.wait_for(lambda: len(fake.envelopes_for(two["event_id"]))
+                                    == 1 + fake.max_retries, "Slack's last retry", timeout=60)
+                last = fake.envelopes_for(two["event_id"])[-1].envelope_id
+                await fake.wait_for(lambda: last in fake.ack_timeouts, "its timeout", 30)
+                assert not {d.envelope_id for d in fake.envelopes_for(two["event_id"])} \
+                    & set(fake.acked_envelope_ids)
+            three = fake.dm_message("three, after the lock", user=ALICE)
+            await fake.send_event(three)
+            await reply_to(fake, three["channel"], three["text"], timeout=60)
+            texts = [one["text"], two["text"], three["text"]]
+            alice = [text for chat, text, _ in stored(tmp_path / "state" / "picobridge.db")
+                     if chat == f"slack:{three['channel']}" and text in texts]
+            assert alice == texts
+            assert_in_order_once(texts, asked(AgentJournal(tmp_path / "agent")))
+        assert_no_secrets(daemon, fake)
+
+
+async def test_a_message_refused_behind_a_held_one_is_not_overtaken(tmp_path: Path) -> None:
+    async with FakeSlack() as fake:  # Slack's own 3 s: its retry comes after the next message
+        config = slack_config(tmp_path, fake, allowed_users=USERS, sections=SHORT_BUSY_TIMEOUT)
+        async with Daemon(config) as daemon:
+            await fake.wait_for_socket()
+            first = fake.dm_message("before the lock", user=ALICE)
+            await fake.send_event(first)
+            await reply_to(fake, first["channel"], "echo: before the lock")
+            async with write_lock(tmp_path / "state" / "picobridge.db"):
+                one = await send(fake, fake.dm_message("one, while locked", user=ALICE))
+                await daemon.wait_for_log(OUTAGE, timeout=30)
+                two = await send(fake, fake.dm_message("two, while locked", user=ALICE))
+                await refused_so_far(fake, daemon, [one, two])
+            three = fake.dm_message("three, after the lock", user=ALICE)
+            await fake.send_event(three)
+            await reply_to(fake, three["channel"], three["text"], timeout=60)
+            await reply_to(fake, two["channel"], two["text"], timeout=60)
+            texts = [one["text"], two["text"], three["text"]]
+            alice = [text for chat, text, _ in stored(tmp_path / "state" / "picobridge.db")
+                     if chat == f"slack:{three['channel']}" and text in texts]
+            assert alice == texts
+            assert_in_order_once(texts, asked(AgentJournal(tmp_path / "agent")))
+        assert_no_secrets(daemon, fake)
+
+
+async def test_a_message_right_after_a_slash_command_comes_after_it(tmp_path: Path) -> None:
+    async with FakeSlack() as fake:
+        config = slack_config(tmp_path, fake, allowed_users=USERS)
+        async with Daemon(config) as daemon:
+            await fake.wait_for_socket()
+            channel = fake.dm_channel(ALICE)
+            first = fake.dm_message("before any /new", user=ALICE)
+            await fake.send_event(first)
+            await reply_to(fake, channel, "echo: before any /new")
+            rounds = 5
+            for n in range(rounds):  # each pair back to back, as a quick typist sends them
+                await fake.send_slash_command("/picobridge", "new", user=ALICE)
+                await fake.send_event(fake.dm_message(f"fresh start {n}", user=ALICE))
+            for n in range(rounds):
+                await reply_to(fake, channel, f"fresh start {n}")
+            rows = [(text, session) for chat, text, session in
+                    stored(tmp_path / "state" / "picobridge.db") if chat == f"slack:{channel}"]
+            # Intake took them as sent: each message right after its command...
+            assert [text for text, _ in rows] == ["before any /new"] + [
+                line for n in range(rounds) for line in ("/new", f"fresh start {n}")]
+            # ... so each went to the agent in the session that command started.
+            sessions = {str(m.get("content")): m["session"]
+                        for m in AgentJournal(tmp_path / "agent").messages()}
+            fresh = [sessions[f"fresh start {n}"] for n in range(rounds)]
+            assert len({sessions["before any /new"], *fresh}) == rounds + 1, sessions
+        assert_no_secrets(daemon, fake)
+
+
+async def test_bursts_of_several_conversations_are_taken_in_writing_order(
+        tmp_path: Path) -> None:
+    async with FakeSlack() as fake:
+        config = slack_config(tmp_path, fake, allowed_users=USERS)
+        async with Daemon(config) as daemon:
+            await fake.wait_for_socket()
+            per_user = 40
+            for n in range(per_user):  # interleaved, back to back, some with a file
+                for user in USERS:
+                    text = f"{user} says {n:02d}"
+                    if n % 9 == 4:
+                        shared = fake.add_file(b"a small file\n", name=f"note{n}.txt")
+                        event = fake.file_share_message([shared], text, user=user)
+                    else:
+                        event = fake.dm_message(text, user=user)
+                    await fake.send_event(event)
+            for user in USERS:
+                await reply_to(fake, fake.dm_channel(user), f"{user} says {per_user - 1:02d}",
+                               timeout=60)
+            rows = stored(tmp_path / "state" / "picobridge.db")
+            seen = asked(AgentJournal(tmp_path / "agent"))
+            for user in USERS:
+                texts = [f"{user} says {n:02d}" for n in range(per_user)]
+                assert [t for _, t, _ in rows if t.startswith(user)] == texts
+                assert_in_order_once(texts, seen)
+        assert_no_secrets(daemon, fake)
