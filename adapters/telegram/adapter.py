@@ -184,6 +184,8 @@ class TelegramAdapter(Adapter):
             await self._bridge.stop_running(self._loop_name)
         await self._tasks.close()
         await self._dispatcher.close()
+        if self._pipeline is not None:
+            await self._pipeline.close()
         if self._progress is not None:
             await self._progress.close()
         if self._bot is not None:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
 import httpx
 from telegram import Bot
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
@@ -33,8 +34,10 @@ log = logging.getLogger("picobridge.telegram")
 DOWNLOAD_LIMIT = 20 * 1024 * 1024
 # Between tries of a failing getFile or download, within the file's time.
 RETRY_CAP = 8.0
-# Per network step of a download; attachments.download_timeout bounds the whole.
-STREAM_TIMEOUT = httpx.Timeout(20.0, connect=10.0)
+# Per network step of a download (connecting, then each read); attachments.download_timeout
+# bounds the whole.
+STREAM_CONNECT = 10.0
+STREAM_READ = 20.0
 
 
 class Fetcher:
@@ -47,6 +50,16 @@ class Fetcher:
         self._policy = policy
         self._storage = storage
         self._scrub = scrub
+        # Downloads go over aiohttp, the stack the bot's calls already use (http.py): httpx
+        # would load httpcore, anyio and h11 at the first file (about 4 MB resident, for
+        # good) and build an SSL context for each download (0.8 MB more each time). With
+        # telegram.proxy_url they go through httpx as the calls do (SOCKS).
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
 
     async def fetch(self, ref: MediaRef) -> Attachment:
         """The file as the agent gets it; AttachmentRefused carries a message for the user."""
@@ -88,9 +101,10 @@ class Fetcher:
             except TelegramError as exc:
                 check_cancelled()
                 reason = self._scrub(f"{exc.__class__.__name__}: {exc}")
-            except httpx.HTTPError as exc:
+            except (aiohttp.ClientError, httpx.HTTPError) as exc:
                 # Only the class: the message would hold the URL, and the URL the token.
-                reason = f"httpx.{exc.__class__.__name__}"
+                library = exc.__class__.__module__.partition(".")[0]
+                reason = f"{library}.{exc.__class__.__name__}"
             except UNREADABLE as exc:
                 # getFile answered something that is not a file (a proxy, an API change).
                 reason = f"an answer of the wrong shape ({exc.__class__.__name__})"
@@ -106,12 +120,24 @@ class Fetcher:
         if not file_path.startswith(("http://", "https://")):
             # A local Bot API server (--local) hands over a path on this machine.
             return await asyncio.to_thread(self._read_local, ref, Path(file_path))
-        async with (httpx.AsyncClient(proxy=self._proxy, timeout=STREAM_TIMEOUT) as client,
+        if self._proxy is not None:
+            return await self._stream_httpx(ref, file_path)
+        if self._session is None or self._session.closed:
+            # Like httpx, honour HTTPS_PROXY / NO_PROXY from the environment (read at each
+            # download, which is rare: not worth the transport's cache).
+            self._session = aiohttp.ClientSession(trust_env=True)
+        timeout = aiohttp.ClientTimeout(total=None, connect=STREAM_CONNECT,
+                                        sock_connect=STREAM_CONNECT, sock_read=STREAM_READ)
+        async with self._session.get(file_path, timeout=timeout) as resp:
+            _check_status(resp.status)
+            return bytes(await self._policy.read_capped(
+                ref.name, resp.content.iter_chunked(1 << 16), DOWNLOAD_LIMIT))
+
+    async def _stream_httpx(self, ref: MediaRef, file_path: str) -> bytes:
+        timeout = httpx.Timeout(STREAM_READ, connect=STREAM_CONNECT)
+        async with (httpx.AsyncClient(proxy=self._proxy, timeout=timeout) as client,
                     client.stream("GET", file_path) as resp):
-            if resp.status_code in (401, 404):
-                raise InvalidToken()  # a download URL Telegram no longer knows
-            if resp.status_code != 200:
-                raise NetworkError(f"download answered HTTP {resp.status_code}")
+            _check_status(resp.status_code)
             return bytes(await self._policy.read_capped(
                 ref.name, resp.aiter_bytes(1 << 16), DOWNLOAD_LIMIT))
 
@@ -130,3 +156,10 @@ class Fetcher:
                 raise StorageUnavailable(f"saving a received file: {exc.strerror}") from None
             log.error("cannot save a received file: %s", exc)
             raise AttachmentRefused(f"I could not store the file {ref.name!r}.") from None
+
+
+def _check_status(status: int) -> None:
+    if status in (401, 404):
+        raise InvalidToken()  # a download URL Telegram no longer knows
+    if status != 200:
+        raise NetworkError(f"download answered HTTP {status}")

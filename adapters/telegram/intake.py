@@ -91,6 +91,9 @@ class Pipeline:
         self._storage = storage if storage is not None else StorageWait(hold=True)
         self._fetcher = Fetcher(bot, policy, self._storage, scrub, proxy, platform)
 
+    async def close(self) -> None:
+        await self._fetcher.close()
+
     async def handle(self, updates: Sequence[Update]) -> None:
         """One update, or all parts of one album; returns once the bridge has committed it or
         it was given up. Raises StorageUnavailable only when storage outages do not hold."""

@@ -113,3 +113,22 @@ async def test_a_download_is_cut_at_the_limit_whatever_getfile_claimed(tmp_path:
         assert fake.streamed_bytes[stored.file_path] < streamed
         _, took = AgentJournal(tmp_path / "agent").messages()
         assert took["content"].startswith("take this\n") and "attachments" not in took
+
+
+async def test_files_come_through_the_proxy_the_environment_names(tmp_path: Path) -> None:
+    """HTTP_PROXY is honoured for downloads as for the bot's calls: the Bot API host does not
+    exist, so only the proxy (the fake itself, which serves absolute-form requests by path)
+    can hand the file over."""
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake, base_url="http://api.telegram.invalid/bot",
+                                 base_file_url="http://api.telegram.invalid/file/bot")
+        env = {"HTTP_PROXY": fake.url, "http_proxy": fake.url, "NO_PROXY": "", "no_proxy": ""}
+        async with Daemon(config, env=env) as daemon:
+            await started(daemon, fake)
+            fake.user_document(USER, USER, b"via the proxy\n", "proxied.txt", "text/plain",
+                               caption="proxied")
+            reply = await reply_containing(fake, USER, "proxied")
+        assert "via the proxy" in (reply.text or "")
+        assert len(fake.downloads) == 1  # fetched, not only named
+        (message,) = AgentJournal(tmp_path / "agent").messages()
+        assert message["attachments"] == [{"name": "proxied.txt", "content": "via the proxy\n"}]

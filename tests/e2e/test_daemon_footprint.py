@@ -1,0 +1,68 @@
+"""A daemon loads what it uses: a Telegram-only `picobridge run` loads no other platform's
+libraries, no HTTP server without http.listen, and no second HTTP stack, even once users have
+sent it files (httpx's httpcore, anyio and h11 are about 4 MB resident). Counted in modules
+(sys.modules at exit), a figure that is the same on a busy machine; bench/memory.py gives the
+megabytes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
+from tests.fakes.telegram import FakeTelegram
+from tests.harness import Daemon
+
+# Imported at start by every Python process with this folder on its path; writes the daemon's
+# sys.modules when it exits (the fake agent it starts is left alone).
+HOOK = """
+import atexit
+import sys
+
+def _write():
+    if sys.orig_argv[1:3] == ["-m", "picobridge"]:
+        with open({listing!r}, "w") as out:
+            out.write("\\n".join(sorted(sys.modules)))
+
+atexit.register(_write)
+"""
+
+# Never in a Telegram-only daemon without a listener, whatever its users send.
+NOT_FOR_TELEGRAM = ("httpcore", "anyio", "h11", "slack_sdk", "slack_bolt", "mautrix", "discord",
+                    "aiohttp.web", "prometheus_client", "rich", "click", "pygments",
+                    "picobridge.adapters.slack.adapter", "picobridge.adapters.telegram.webhook",
+                    "picobridge.ops.endpoints", "picobridge.ops.http_server")
+
+
+def probed(tmp: Path) -> tuple[dict[str, str], Path]:
+    """The environment that makes a daemon write its modules, and where it writes them."""
+    hook, listing = tmp / "hook", tmp / "modules.txt"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HOOK.format(listing=str(listing)), encoding="utf-8")
+    path = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": path}, listing
+
+
+def unwanted(names: list[str]) -> list[str]:
+    return [n for n in names if any(n == m or n.startswith(m + ".") for m in NOT_FOR_TELEGRAM)]
+
+
+async def test_a_telegram_daemon_that_took_files_loads_no_second_http_stack(
+        tmp_path: Path) -> None:
+    env, listing = probed(tmp_path)
+    async with FakeTelegram() as fake:
+        async with Daemon(telegram_config(tmp_path, fake), env=env) as daemon:
+            await started(daemon, fake)
+            fake.user_document(USER, USER, b"%PDF-1.4 bytes", "report.pdf", "application/pdf",
+                               caption="read this")
+            answer = await reply_containing(fake, USER, "read this")
+            fake.user_document(USER, USER, b"second file", "notes.bin",
+                               "application/octet-stream", caption="and this")
+            await reply_containing(fake, USER, "and this")
+        assert daemon.proc is not None and daemon.proc.returncode == 0, daemon.log[-2000:]
+    assert "[Attachment: report.pdf]" in (answer.text or "")  # the agent had the file
+    assert len(fake.downloads) == 2, fake.downloads  # both files came over the network
+    names = listing.read_text(encoding="utf-8").split("\n")
+    # What is counted is a daemon that fetched files with its Telegram adapter.
+    assert {"telegram", "aiohttp", "picobridge.adapters.telegram.files"} <= set(names)
+    assert unwanted(names) == [], unwanted(names)
