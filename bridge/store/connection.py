@@ -22,7 +22,6 @@ platform's own answer always could make).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -31,14 +30,14 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
-from picobridge.private import open_private, private_dir
 from picobridge.store.batching import Coalescer
+from picobridge.store.reading import StoreError, busy_timeout_pragma, prepare, refused_write
 from picobridge.store.schema import (
     SchemaError,
     applied_version,
-    latest_version,
+    applied_versions,
     migrate,
-    missing_migrations,
+    require_current,
 )
 
 Item = TypeVar("Item")
@@ -55,25 +54,6 @@ LAZY_SYNC = 0.05
 PAGE_CACHE_KIB = 512
 
 
-class StoreError(Exception):
-    """The database could not be opened or used."""
-
-
-def _prepare(path: Path) -> None:
-    """Once, at start: a clear word instead of SQLite's for a path that cannot be a database."""
-    if path.is_dir():
-        raise StoreError(f"cannot open database {path}: it is a directory")
-    try:
-        private_dir(path.parent)
-    except OSError as exc:
-        raise StoreError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
-    try:
-        # Created here, not by SQLite (0644): its -wal and -shm files take this file's mode.
-        os.close(open_private(path, os.O_RDWR))
-    except OSError as exc:
-        raise StoreError(f"cannot create {path}: {exc.strerror or exc}") from None
-
-
 async def _must_be_writable(db: aiosqlite.Connection, path: Path) -> None:
     """Refuse a database that can never take a write (read-only file or folder) at start, with
     the same words as `picobridge check`, instead of failing on the first message."""
@@ -81,8 +61,9 @@ async def _must_be_writable(db: aiosqlite.Connection, path: Path) -> None:
         await db.execute("BEGIN IMMEDIATE")
         await db.execute("ROLLBACK")
     except aiosqlite.OperationalError as exc:
-        if "readonly" in str(exc) or "read-only" in str(exc):
-            raise StoreError(f"{path} is not writable") from None
+        refused = refused_write(path, exc)
+        if refused is not None:
+            raise refused from None
         # Locked by another process, say: transient, the writes that need it will wait.
 
 
@@ -107,7 +88,7 @@ class Database:
     @classmethod
     async def open(cls, path: Path, *, migrate_schema: bool = True,
                    busy_timeout: float = 5.0) -> Self:
-        _prepare(path)
+        prepare(path)
         try:
             db = await aiosqlite.connect(path, isolation_level=None)
         except (OSError, aiosqlite.Error) as exc:
@@ -117,18 +98,12 @@ class Database:
             await db.execute("PRAGMA synchronous=FULL")
             await db.execute("PRAGMA foreign_keys=ON")
             await db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
-            await db.execute(f"PRAGMA busy_timeout={max(1, round(busy_timeout * 1000))}")
+            await db.execute(busy_timeout_pragma(busy_timeout))
             await _must_be_writable(db, path)
             if migrate_schema:
                 await migrate(db)
             else:
-                version = await applied_version(db)
-                latest = latest_version()
-                if version != latest or await missing_migrations(db):
-                    raise SchemaError(
-                        f"database schema is at version {version}, this picobridge needs "
-                        f"{latest}; run `picobridge migrate`"
-                    )
+                require_current(await applied_versions(db))
         except (SchemaError, StoreError):
             await db.close()
             raise
