@@ -10,17 +10,17 @@ The writes on a message's path (its arrival, its dispatch, its answer, the answe
 group-committed (store/batching.py): whatever is queued while a flush runs goes to the
 database thread in one call and commits as one transaction, each kind of write one
 statement. Only a message's arrival must be synced before anything goes on (a platform is
-told we have it right after): a flush holding one commits synced, and its one sync carries
-every other write in it. A flush of the later writes only commits without a sync of its own
-(`synchronous=NORMAL` for that transaction), still before their callers go on, so a killed
-daemon loses none of them; the WAL is one file written in order, so the next synced commit
-carries them to disk with its own, and when none follows within LAZY_SYNC seconds a
-checkpoint syncs them. (Under load a message arrives every moment: then no checkpoint is
-needed, and none is made, each of which cost two syncs of its own on the connection every
-message's commit waits behind.) A power cut in that window loses no message: it rolls the
-message back to where its last synced commit left it, from where it goes on again
-(dispatched once more, its answer sent once more: a possible duplicate, as a cut during the
-platform's own answer always could make).
+told we have it right after): arrivals have a queue of their own, and a flush of them
+commits synced. A flush of the later writes (dispatch marks, answers, answers sent, of every
+chat together) commits without a sync of its own (`synchronous=NORMAL` for that
+transaction), still before their callers go on, so a killed daemon loses none of them; the
+WAL is one file written in order, so the next synced commit carries them to disk with its
+own, and when none follows within LAZY_SYNC seconds a checkpoint syncs them. (Under load a
+message arrives every moment: then no checkpoint is needed, and none is made, each of which
+cost two syncs of its own on the connection every message's commit waits behind.) A power
+cut in that window loses no message: it rolls the message back to where its last synced
+commit left it, from where it goes on again (dispatched once more, its answer sent once
+more: a possible duplicate, as a cut during the platform's own answer always could make).
 """
 
 from __future__ import annotations
@@ -83,9 +83,15 @@ class Database:
         self._db = db
         self.path = path
         self._lock = asyncio.Lock()
-        # With the lock free, a flush queues its transaction before it first waits.
+        # With the lock free, a flush queues its transaction before it first waits. Arrivals
+        # (synced) and the writes after them (unsynced) are two queues: an arrival, which its
+        # platform waits for, never waits for a flush of later writes to come back first
+        # (on the connection it still queues behind one, as any statement does).
+        ready = lambda: not self._lock.locked()  # noqa: E731
+        self._arrivals: Coalescer[tuple[Write[Any, Any], Any], Any] = Coalescer(
+            self._write_batch, "arrivals", ready=ready)
         self._writes: Coalescer[tuple[Write[Any, Any], Any], Any] = Coalescer(
-            self._write_batch, "writes", ready=lambda: not self._lock.locked())
+            self._write_batch, "writes", ready=ready)
         self._sync_task: asyncio.Task[None] | None = None
         self._lazy_count = 0  # unsynced commits queued so far
         self._carried = 0  # how many of the first of them a synced commit has put on disk
@@ -124,6 +130,7 @@ class Database:
     async def close(self) -> None:
         # Writes callers gave up waiting for (a cancelled delivery marking its reply sent)
         # still land: otherwise the next start would send that reply again.
+        await self._arrivals.settle()
         await self._writes.settle()
         if self._sync_task is not None:
             self._sync_task.cancel()
@@ -134,9 +141,9 @@ class Database:
         return await applied_version(self._db)
 
     def _batched(self, write: Write[Item, Result]) -> Callable[[Item], Awaitable[Result]]:
-        """A write of this kind, group-committed with whatever other writes come with it
-        (`close` waits for them)."""
-        writes = self._writes
+        """A write of this kind, group-committed with whatever writes of its queue (synced or
+        not) come with it (`close` waits for them)."""
+        writes = self._arrivals if write.synced else self._writes
 
         async def call(item: Item) -> Result:
             result: Result = await writes((write, item))
@@ -144,9 +151,14 @@ class Database:
 
         return call
 
+    async def _drained(self) -> None:
+        """Until the batched writes queued so far are handed to the database thread."""
+        await self._arrivals.drained()
+        await self._writes.drained()
+
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
-        await self._writes.drained()  # after the writes queued before it, as issued
+        await self._drained()  # after the writes queued before it, as issued
         async with self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -171,7 +183,7 @@ class Database:
         # there is no await, so a BEGIN woken meanwhile is queued after this statement.
         # Batched writes queued before it for the next flush go first: what a caller wrote
         # before it reads is read back.
-        await self._writes.drained()
+        await self._drained()
         while self._lock.locked():
             async with self._lock:
                 pass

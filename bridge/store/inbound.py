@@ -117,7 +117,7 @@ class InboundTable(Database):
                              msg.sent_at, agent)
 
     async def seen(self, platform: str, platform_msg_id: str) -> bool:
-        await self._writes.drained()
+        await self._drained()
         async with self._lock:
             return await _seen(self._db, platform, platform_msg_id)
 
