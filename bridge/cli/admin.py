@@ -7,10 +7,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from picobridge import exit_codes
-from picobridge.cli.common import open_existing_store, open_store_for_writing, when
+from picobridge.cli.common import (
+    open_existing_store,
+    open_store_for_writing,
+    read_existing,
+    when,
+)
 from picobridge.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -24,7 +30,11 @@ def sessions_command(invocation: Invocation) -> int:
 
 
 def access_command(invocation: Invocation) -> int:
-    return asyncio.run(access(invocation.settings(), invocation.args, invocation.argv))
+    settings, args = invocation.settings(), invocation.args
+    if args.action == "list":
+        # One query, read with sqlite3 alone: no event loop, no aiosqlite, no store.
+        return _list_access(settings, read_existing(settings, invocation.argv, _grants) or [])
+    return asyncio.run(access(settings, args, invocation.argv))
 
 
 async def sessions(settings: Settings, args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -91,10 +101,7 @@ def parse_user(settings: Settings, value: str) -> tuple[str, str]:
 
 
 async def access(settings: Settings, args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if args.action == "list":
-        store = await open_existing_store(settings, argv)
-        grants = [] if store is None else await _grants_closing(store)
-        return _list_access(settings, grants)
+    """`access allow` and `access deny`."""
     platform, user = parse_user(settings, args.user)
     store = await open_store_for_writing(settings, argv)
     held = 0
@@ -114,11 +121,10 @@ async def access(settings: Settings, args: argparse.Namespace, argv: Sequence[st
     return exit_codes.OK
 
 
-async def _grants_closing(store: Store) -> list[tuple[str, str, bool, float]]:
-    try:
-        return await store.access_grants()
-    finally:
-        await store.close()
+def _grants(path: Path, busy_timeout: float) -> list[tuple[str, str, bool, float]]:
+    from picobridge.store.reading import access_grants
+
+    return access_grants(path, busy_timeout)
 
 
 def _list_access(settings: Settings, grants: list[tuple[str, str, bool, float]]) -> int:

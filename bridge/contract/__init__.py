@@ -7,14 +7,15 @@ knows it by, and the `BridgeLink` the bridge hands to every adapter. Adapters im
 else from the bridge.
 """
 
-# The names load on first use (PEP 562), each from its module: a platform's registry entry
-# needs only `Platform` and the names, and the command line reads every platform's entry, while
-# the message types, dialogs and the adapter interface are for the daemon.
+# The names load on first use (picobridge/lazy.py), each from its module: a platform's registry
+# entry needs only `Platform` and the names, and the command line reads every platform's entry,
+# while the message types, dialogs and the adapter interface are for the daemon.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from picobridge.lazy import lazy_names
 
 if TYPE_CHECKING:
     from picobridge.contract.adapter import (
@@ -140,18 +141,6 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "sniff": ("AGENT_IMAGE_TYPES", "HEAD_BYTES", "OGG_OPUS", "agent_image_type", "file_type",
               "ogg_opus", "sniff_file", "sniff_mime"),
 }
-_WHERE = {name: module for module, names in _MODULES.items() for name in names}
-
 
 if not TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
-
-    def __getattr__(name: str) -> Any:
-        module = _WHERE.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value  # found at once the next time
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_names(__name__, _MODULES, globals())

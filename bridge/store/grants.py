@@ -10,6 +10,7 @@ import aiosqlite
 
 from picobridge.private import open_private
 from picobridge.store.connection import Database
+from picobridge.store.reading import ACCESS_GRANTS, grant_rows
 
 
 class GrantTable(Database):
@@ -59,9 +60,7 @@ class GrantTable(Database):
             return 0
 
     async def access_grants(self) -> list[tuple[str, str, bool, float]]:
-        rows = await self._all("SELECT platform, user_id, allowed, changed_at FROM access_grants"
-                               " ORDER BY platform, user_id")
-        return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+        return grant_rows(await self._all(ACCESS_GRANTS))
 
     async def first_denial(self, platform: str, user_id: str) -> bool:
         """Record that this unknown user was told; True only the first time."""

@@ -41,15 +41,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-import aiosqlite
+if TYPE_CHECKING:
+    # Annotations only: the command line's sqlite3 reads (store/reading.py) check the
+    # schema with this module and no aiosqlite.
+    import aiosqlite
 
 PACKAGE = "picobridge.migrations"
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.(sql|py)$")
 
-Step = Callable[[aiosqlite.Connection], Awaitable[None]]
+Step = Callable[["aiosqlite.Connection"], Awaitable[None]]
+
+# The applied versions, in the database itself.
+VERSIONS_TABLE = ("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                  " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)")
+APPLIED_VERSIONS = "SELECT version FROM schema_migrations"
 
 
 class SchemaError(Exception):
@@ -98,12 +106,19 @@ def latest_version(migrations: list[Migration] | None = None) -> int:
 
 
 async def applied_versions(db: aiosqlite.Connection) -> set[int]:
-    await db.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-    )
-    async with db.execute("SELECT version FROM schema_migrations") as cur:
+    await db.execute(VERSIONS_TABLE)
+    async with db.execute(APPLIED_VERSIONS) as cur:
         return {int(row[0]) for row in await cur.fetchall()}
+
+
+def require_current(applied: set[int]) -> None:
+    """Refuse a database that lacks a migration of this picobridge or has a newer one (for
+    a command that does not migrate)."""
+    found = available_migrations()
+    version, latest = max(applied, default=0), latest_version(found)
+    if version != latest or any(m.version not in applied for m in found):
+        raise SchemaError(f"database schema is at version {version}, this picobridge needs "
+                          f"{latest}; run `picobridge migrate`")
 
 
 async def applied_version(db: aiosqlite.Connection) -> int:

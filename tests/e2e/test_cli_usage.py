@@ -68,8 +68,9 @@ async def test_reading_commands_neither_create_nor_migrate_the_database(tmp_path
     latest = available_migrations()[-1].version
     with sqlite3.connect(state / "picobridge.db") as db:
         db.execute("DELETE FROM schema_migrations WHERE version = ?", (latest,))
-    code, _, err = await run_cli("sessions", "list", "--config", str(config))
-    assert code == 4 and "run `picobridge migrate`" in err
+    for args in (("sessions", "list"), ("access", "list")):  # the store's, sqlite3's reads
+        code, _, err = await run_cli(*args, "--config", str(config))
+        assert code == 4 and "run `picobridge migrate`" in err, args
     with sqlite3.connect(state / "picobridge.db") as db:
         versions = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
     assert latest not in versions and versions

@@ -88,6 +88,8 @@ async def test_the_database_path_is_a_directory(tmp_path: Path) -> None:
     code, _, err = await run_cli("chat", "--config", str(config), stdin=b"")
     assert code == 4 and "it is a directory" in one_line(err)
     assert "Event loop is closed" not in err
+    code, _, err = await run_cli("access", "list", "--config", str(config))
+    assert code == 4 and "it is a directory" in one_line(err)
     code, out, _ = await run_cli("check", "--config", str(config))
     assert code == 1 and "FAIL database" in out and "is a directory" in out
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import sqlite3
 from collections.abc import AsyncIterator
@@ -142,6 +143,40 @@ async def test_unsynced_commits_with_no_synced_one_after_are_checkpointed(
     await sync
     assert store.unsynced_commits() == 0
     assert [s for s in seen if "wal_checkpoint" in s] == ["PRAGMA wal_checkpoint(PASSIVE)"]
+
+
+async def test_writes_of_several_kinds_queued_together_commit_as_one_transaction(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message's arrival, another's dispatch, an answer and an answer sent, queued while a
+    flush runs: one transaction in the next flush, synced because the arrival must be, its
+    sync carrying the others."""
+    monkeypatch.setattr(connection, "LAZY_SYNC", 3600.0)  # no checkpoint in between
+    first, answered = await store.record_inbound(msg(1)), await store.record_inbound(msg(2))
+    assert first is not None and answered is not None
+    earlier = await store.add_reply(CHAT, OutgoingReply("earlier"), settles=[answered])
+    seen = await traced(store)
+    leading = asyncio.ensure_future(store.mark_dispatched([answered.id]))
+    await asyncio.sleep(0)  # its flush is under way: the writes below wait for the next one
+    together = asyncio.gather(
+        store.record_inbound(msg(3)), store.mark_dispatched([first.id]),
+        store.add_reply(CHAT, OutgoingReply("answer"), settles=[first]),
+        store.mark_sent(earlier.id))
+    await leading
+    third, _, reply, _ = await together
+    assert third is not None
+    begun = seen.index("BEGIN IMMEDIATE")
+    # (SQLite's trace names a statement again as its triggers and RETURNING rows run.)
+    statements = [s for s, _ in itertools.groupby(seen[begun:seen.index("COMMIT", begun) + 1])]
+    assert [s.split(" ", 2)[:2] for s in statements] == [
+        ["BEGIN", "IMMEDIATE"], ["INSERT", "INTO"], ["UPDATE", "inbound"],
+        ["INSERT", "INTO"], ["UPDATE", "outbox"], ["COMMIT"]]
+    assert "PRAGMA synchronous=NORMAL" not in seen[begun - 1:]  # this transaction is synced
+    assert store.unsynced_commits() == 0  # the leading flush's mark was carried too
+    with sqlite3.connect(store.path) as other:
+        assert dict(other.execute("SELECT platform_msg_id, status FROM inbound")) == {
+            "m1": "answered", "m2": "delivered", "m3": "received"}
+        assert other.execute("SELECT status FROM outbox WHERE id = ?",
+                             (reply.id,)).fetchone() == ("pending",)
 
 
 async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:
