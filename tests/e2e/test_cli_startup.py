@@ -55,7 +55,8 @@ VERSION_BOUND = 15
 # and the sections of the platforms the config names) and, once there is a database, the
 # grants (asyncio comes with pydantic-settings): 42 modules beyond what `import
 # pydantic_settings` loads today for a config naming no platform and no database yet, all but
-# six (tomllib's four, difflib, pwd) ours. 70 leaves room for about 28 more of ours (a platform
+# five (tomllib's four, pwd) ours; 53 with a database (sqlite3, the store's reading and
+# schema modules). 70 leaves room for about 28 more of ours (a platform
 # adds two, its package and its entry; its settings module only where a config names it), not
 # for the store and the contract's message types (about 30 with aiosqlite and sqlite3) nor for
 # any library: aiohttp alone is 104 modules, slack_sdk's async client 147,
