@@ -52,10 +52,12 @@ Result = TypeVar("Result")
 LAZY_SYNC = 0.05
 
 # SQLite's page cache, in KiB (its default is 2,000): it fills up to this as pages are read, so
-# with the default it was most of what a daemon grew by over its first thousand chats. The
-# pages a message's path reads again (the B-trees' roots and their newest leaves) fit in a
-# quarter of it; any other page is a read from the OS's page cache away.
-PAGE_CACHE_KIB = 512
+# it is most of what a daemon grows by over its first chats (bench/memory.py, 1,000 chats: 512
+# KiB cost 0.45 KB a chat more than this, with the same CPU per message in
+# bench/bridge_overhead.py at 1,000 chats). The pages a message's path reads again (the
+# B-trees' roots and their newest leaves) fit in it; any other page is a read from the OS's
+# page cache away.
+PAGE_CACHE_KIB = 128
 
 
 async def _must_be_writable(db: aiosqlite.Connection, path: Path) -> None:
