@@ -106,10 +106,11 @@ def test_access_list_reads_the_config_without_the_daemon(tmp_path: Path) -> None
         sorted(set(names) - set(baseline)))
 
 
-def test_access_list_reads_the_grants_with_sqlite3_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["access", "sessions"])
+def test_a_listing_reads_the_database_with_sqlite3_alone(tmp_path: Path, command: str) -> None:
     config = write_config(tmp_path, {"state_dir": str(tmp_path / "state")})
     modules(tmp_path, PROBE, "access", "allow", "telegram:7", "--config", str(config))
-    names = imported(tmp_path, "access", "list", "--config", str(config))
+    names = imported(tmp_path, command, "list", "--config", str(config))
     assert {"sqlite3", "picobridge.store.reading"} <= set(names)
     # Not the daemon's store: aiosqlite (and its thread), the table groups, the message types.
     assert not [n for n in names if n.split(".")[0] == "aiosqlite" or n in DAEMON_CONTRACT
