@@ -35,7 +35,20 @@ _INSERT_KNOWN = (
     " RETURNING id, platform, platform_msg_id, session_id")
 
 
-def _insert_known(batch: Sequence[tuple[Any, ...]]) -> tuple[str, tuple[str]]:
+# One message (the most common batch): the same, its values bound as they are, which costs
+# SQLite about half the work of reading them out of JSON.
+_INSERT_ONE_KNOWN = (
+    "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
+    " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
+    " SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, c.chat_key, c.session_id FROM chats c"
+    " WHERE c.chat_key = ? AND c.agent = ? AND c.kind IS ?"
+    " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
+    " RETURNING id, platform, platform_msg_id, session_id")
+
+
+def _insert_known(batch: Sequence[tuple[Any, ...]]) -> tuple[str, Sequence[Any]]:
+    if len(batch) == 1:
+        return _INSERT_ONE_KNOWN, batch[0]
     return _INSERT_KNOWN, (json.dumps(batch, ensure_ascii=False),)
 
 
@@ -54,10 +67,17 @@ INSERT_KNOWN: Write[tuple[Any, ...], tuple[int, str] | None] = Write(
     "inbound", _insert_known, _inserted, synced=True)
 
 
-def _dispatched(waves: Sequence[list[int]]) -> tuple[str, tuple[float, str]]:
-    return ("UPDATE inbound SET status = 'dispatched', attempts = attempts + 1, updated_at = ?"
-            " WHERE status = 'received' AND id IN (SELECT value FROM json_each(?))",
-            (time.time(), json.dumps([i for wave in waves for i in wave])))
+_DISPATCHED = ("UPDATE inbound SET status = 'dispatched', attempts = attempts + 1,"
+               " updated_at = ? WHERE status = 'received'")
+_DISPATCHED_ONE = f"{_DISPATCHED} AND id = ?"
+_DISPATCHED_MANY = f"{_DISPATCHED} AND id IN (SELECT value FROM json_each(?))"
+
+
+def _dispatched(waves: Sequence[list[int]]) -> tuple[str, tuple[float, int | str]]:
+    ids = [i for wave in waves for i in wave]
+    if len(ids) == 1:
+        return _DISPATCHED_ONE, (time.time(), ids[0])
+    return _DISPATCHED_MANY, (time.time(), json.dumps(ids))
 
 
 # Lost in a power cut, the messages are dispatched again after it, one attempt less counted:

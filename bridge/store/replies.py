@@ -25,7 +25,17 @@ _INSERT_REPLIES = (
     " ORDER BY m.key RETURNING id, chat_key, kind, text, reply_to, private_to, settles, files")
 
 
-def _insert_replies(batch: Sequence[tuple[Any, ...]]) -> tuple[str, tuple[str]]:
+# One reply (the most common batch): its values bound as they are (see inbound.py).
+_INSERT_ONE_REPLY = (
+    "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
+    " created_at, error, settles, settle_status, files)"
+    " SELECT c.chat_key, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM chats c WHERE c.chat_key = ?"
+    " RETURNING id, chat_key, kind, text, reply_to, private_to, settles, files")
+
+
+def _insert_replies(batch: Sequence[tuple[Any, ...]]) -> tuple[str, Sequence[Any]]:
+    if len(batch) == 1:
+        return _INSERT_ONE_REPLY, (*batch[0][1:], batch[0][0])
     return _INSERT_REPLIES, (json.dumps(batch, ensure_ascii=False),)
 
 
@@ -48,9 +58,15 @@ INSERT_REPLIES: Write[tuple[Any, ...], int | None] = Write(
     "replies", _insert_replies, _inserted)
 
 
-def _sent(ids: Sequence[int]) -> tuple[str, tuple[float, str]]:
-    return ("UPDATE outbox SET status = 'sent', sent_at = ?, attempts = attempts + 1"
-            " WHERE id IN (SELECT value FROM json_each(?))", (time.time(), json.dumps(ids)))
+_SENT = "UPDATE outbox SET status = 'sent', sent_at = ?, attempts = attempts + 1"
+_SENT_ONE = f"{_SENT} WHERE id = ?"
+_SENT_MANY = f"{_SENT} WHERE id IN (SELECT value FROM json_each(?))"
+
+
+def _sent(ids: Sequence[int]) -> tuple[str, tuple[float, int | str]]:
+    if len(ids) == 1:
+        return _SENT_ONE, (time.time(), ids[0])
+    return _SENT_MANY, (time.time(), json.dumps(list(ids)))
 
 
 # The trigger marks the answered messages delivered in the same statement. Lost in a power
