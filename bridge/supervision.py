@@ -127,6 +127,38 @@ def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None],
     return task
 
 
+class InOrder:
+    """Work kept per key (a chat) in tasks held in `tasks`, each begun only once the key's
+    work before it is done: what must happen in the order it came, where one step may wait
+    (an answer held by a store outage, a message waiting for its chat's busy mode)."""
+
+    def __init__(self, tasks: set[asyncio.Task[None]]) -> None:
+        self._tasks = tasks
+        self._last: dict[str, asyncio.Task[None]] = {}  # each key's latest work
+
+    def waiting(self, key: str) -> bool:
+        """Whether work of this key is not done yet (work added now would wait for it)."""
+        return key in self._last
+
+    def add(self, key: str, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        previous = self._last.get(key)
+
+        async def run() -> None:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
+            await work
+
+        task = keep(self._tasks, run(), name)
+        self._last[key] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._last.get(key) is done:
+                del self._last[key]
+
+        task.add_done_callback(forget)
+        return task
+
+
 def _log_failure(task: asyncio.Task[None]) -> None:
     if task.cancelled():
         return

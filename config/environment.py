@@ -4,7 +4,6 @@ never its value)."""
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args, get_origin
@@ -38,7 +37,9 @@ def unknown_env(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]
         upper = name.upper()
         if not upper.startswith(ENV_PREFIX) or upper in _NOT_SETTINGS or upper in known_set:
             continue
-        hint = difflib.get_close_matches(upper, known, n=1)
+        from difflib import get_close_matches  # only to word a mistake
+
+        hint = get_close_matches(upper, known, n=1)
         problems.append(f"unknown environment variable {name}"
                         + (f" (did you mean {hint[0]}?)" if hint else ""))
     return problems

@@ -6,7 +6,6 @@ and errors never echo values, because values may be tokens."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
@@ -279,7 +278,9 @@ def _unknown_keys(data: Mapping[str, Any], model: type[BaseModel], prefix: str =
     for key, value in data.items():
         dotted = f"{prefix}{key}"
         if key not in fields:
-            hint = difflib.get_close_matches(key, list(fields), n=1)
+            from difflib import get_close_matches  # only to word a mistake
+
+            hint = get_close_matches(key, list(fields), n=1)
             problems.append(f"unknown key '{dotted}'" + (f" (did you mean '{prefix}{hint[0]}'?)"
                                                           if hint else ""))
             continue

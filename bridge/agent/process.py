@@ -99,6 +99,11 @@ class AgentProcess:
             raise BrokenPipeError("agent stdin closed")
         async with self._write_lock:
             stdin.write(encode_record(record))
+            if not stdin.transport.get_write_buffer_size():
+                # All in the pipe already: drain cannot wait (no timer needed, one per turn
+                # less), and still says if the pipe is gone.
+                await stdin.drain()
+                return
             # An agent that stopped reading fills the pipe; don't wait on it forever.
             # (asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.)
             async with asyncio.timeout(self.write_timeout):

@@ -22,11 +22,20 @@ from picobridge.cli.errors import CliError
 if TYPE_CHECKING:
     from picobridge.cli.invocation import Invocation
     from picobridge.config.settings import Settings
-    from picobridge.store import Store
+    from picobridge.store import ChatInfo
 
 
 def sessions_command(invocation: Invocation) -> int:
-    return asyncio.run(sessions(invocation.settings(), invocation.args, invocation.argv))
+    settings, args = invocation.settings(), invocation.args
+    if args.action == "list":
+        # One query, read with sqlite3 alone: no event loop, no aiosqlite, no store.
+        found = read_existing(settings, invocation.argv,
+                              lambda path, busy_timeout: _chats(path, busy_timeout, args.platform))
+        if found is None:
+            print(f"no chats yet (no database at {settings.db_path})")
+            return exit_codes.OK
+        return _list_sessions(found, args.platform)
+    return asyncio.run(sessions(settings, args, invocation.argv))
 
 
 def access_command(invocation: Invocation) -> int:
@@ -38,20 +47,16 @@ def access_command(invocation: Invocation) -> int:
 
 
 async def sessions(settings: Settings, args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """`sessions show` and `sessions reset`."""
     if args.action == "reset":
         store = await open_store_for_writing(settings, argv)
     else:
         found = await open_existing_store(settings, argv)
         if found is None:
-            if args.action == "list":
-                print(f"no chats yet (no database at {settings.db_path})")
-                return exit_codes.OK
             raise CliError(f"no chat or session {args.chat!r}: there is no database at "
                            f"{settings.db_path} yet", exit_codes.FAILURE)
         store = found
     try:
-        if args.action == "list":
-            return await _list_sessions(store, args.platform)
         chat = await store.find_chat(args.chat)
         if chat is None:
             raise CliError(f"no chat or session {args.chat!r}; see `picobridge sessions list`",
@@ -74,8 +79,13 @@ async def sessions(settings: Settings, args: argparse.Namespace, argv: Sequence[
         await store.close()
 
 
-async def _list_sessions(store: Store, platform: str | None) -> int:
-    chats = await store.chats(platform)
+def _chats(path: Path, busy_timeout: float, platform: str | None) -> list[ChatInfo]:
+    from picobridge.store.reading import chats
+
+    return chats(path, busy_timeout, platform)
+
+
+def _list_sessions(chats: list[ChatInfo], platform: str | None) -> int:
     if not chats:
         print("no chats yet" + (f" on {platform}" if platform else ""))
     for info in chats:

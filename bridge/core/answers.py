@@ -15,7 +15,7 @@ from picobridge.core.outbox import Outbox
 from picobridge.core.turns import Turn
 from picobridge.core.voice import VoiceOut
 from picobridge.store import Store, StoredMessage
-from picobridge.supervision import keep
+from picobridge.supervision import InOrder
 
 log = logging.getLogger("picobridge.router")
 
@@ -29,27 +29,13 @@ class Answers:
         self._outbox = outbox
         self._voice = voice
         self._settling: set[asyncio.Task[None]] = set()
-        # The last answer of each chat still on its way into the store.
-        self._last: dict[str, asyncio.Task[None]] = {}
+        # Each chat's answers on their way into the store.
+        self._chats = InOrder(self._settling)
 
     def _in_order(self, chat: ChatRef, work: Coroutine[Any, Any, None], name: str) -> None:
         """Store a chat's answers in the order they came: one kept back by an outage must not
         be overtaken by the chat's next one (its next turn may run meanwhile)."""
-        previous = self._last.get(chat.key)
-
-        async def run() -> None:
-            if previous is not None and not previous.done():
-                await asyncio.wait([previous])
-            await work
-
-        task = keep(self._settling, run(), name)
-        self._last[chat.key] = task
-
-        def forget(done: asyncio.Task[None]) -> None:
-            if self._last.get(chat.key) is done:
-                del self._last[chat.key]
-
-        task.add_done_callback(forget)
+        self._chats.add(chat.key, work, name)
 
     def settle(self, turn: Turn, reply: OutgoingReply, after: Callable[[Turn], None], *,
                status: str = "answered", error: str | None = None) -> None:

@@ -29,7 +29,7 @@ from picobridge.core.outbox import Outbox
 from picobridge.core.progress import ProgressRelay
 from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
-from picobridge.supervision import keep
+from picobridge.supervision import InOrder, keep
 
 log = logging.getLogger("picobridge.router")
 
@@ -50,7 +50,7 @@ class BusyHandling:
     _progress: ProgressRelay
     _wake: asyncio.Event
     _sending: set[asyncio.Task[None]]
-    _arriving: dict[str, asyncio.Task[None]]
+    _arriving: InOrder  # over _sending: each chat's messages on their way to its lane
 
     def enqueue(self, msg: StoredMessage) -> None:
         raise NotImplementedError
@@ -80,27 +80,15 @@ class BusyHandling:
 
     def arrive_soon(self, msg: StoredMessage) -> None:
         """`arrive` for callers that cannot wait: a message of a chat with no turn running
-        (most) is queued at once, in the order it came; the others in a task of their own,
-        each after the chat's one before it. `arrive` may wait for the store (the chat's
-        mode) while the turn ends: a later message queued meanwhile would go first."""
+        (most) is queued at once; the others in a task of their own. Either way in the order
+        they came: a message arriving after the turn ended waits for one that came during it
+        and is still reading the chat's busy mode."""
         key = msg.chat.key
-        before = self._arriving.get(key)
-        if before is None and (self.busy_modes is None or self._running(msg) is None):
+        if not self._arriving.waiting(key) \
+                and (self.busy_modes is None or self._running(msg) is None):
             self.enqueue(msg)
             return
-        task = keep(self._sending, self._arrive_after(before, msg), f"arrive-{msg.id}")
-        self._arriving[key] = task
-        task.add_done_callback(lambda done: self._arrived(key, done))
-
-    async def _arrive_after(self, before: asyncio.Task[None] | None,
-                            msg: StoredMessage) -> None:
-        if before is not None:
-            await asyncio.wait([before])  # its failure is logged by keep; this one goes on
-        await self.arrive(msg)
-
-    def _arrived(self, key: str, task: asyncio.Task[None]) -> None:
-        if self._arriving.get(key) is task:
-            del self._arriving[key]
+        self._arriving.add(key, self.arrive(msg), f"arrive-{msg.id}")
 
     async def arrive(self, msg: StoredMessage) -> None:
         """A stored message: queued, or sent into its chat's running turn by its mode."""

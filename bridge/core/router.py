@@ -47,7 +47,7 @@ from picobridge.core.reserve import Reservations
 from picobridge.core.stats import ChatStatus, Histogram, RouterStats, bump
 from picobridge.core.turns import Turn, with_attempt
 from picobridge.store import Store, StoredMessage
-from picobridge.supervision import TaskSupervisor, keep
+from picobridge.supervision import InOrder, TaskSupervisor, keep
 
 log = logging.getLogger("picobridge.router")
 
@@ -93,7 +93,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
         self._writers: dict[str, asyncio.Task[None]] = {}
         self._to_write: dict[str, collections.deque[Turn]] = {}
         self._sending: set[asyncio.Task[None]] = set()
-        self._arriving: dict[str, asyncio.Task[None]] = {}  # per chat: the last to arrive_soon
+        self._arriving = InOrder(self._sending)
         self.busy_modes: BusyModes | None = None  # None: every message waits (collect)
         self._closing: set[asyncio.Task[None]] = set()
         self._outcomes: dict[str, int] = {}

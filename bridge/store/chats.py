@@ -16,6 +16,7 @@ import aiosqlite
 
 from picobridge.contract import DEFAULT_AGENT, ChatRef
 from picobridge.store.connection import Database
+from picobridge.store.reading import CHATS, chat_rows
 from picobridge.store.records import ChatInfo
 
 
@@ -141,14 +142,7 @@ class ChatTables(Database):
         return await self._one("SELECT 1 FROM chats WHERE chat_key = ?", (chat.key,)) is not None
 
     async def chats(self, platform: str | None = None) -> list[ChatInfo]:
-        rows = await self._all(
-            "SELECT c.platform, c.chat_id, c.thread_id, c.session_id, c.created_at, c.updated_at,"
-            " (SELECT COUNT(*) FROM inbound i WHERE i.chat_key = c.chat_key"
-            "  AND i.status IN ('received', 'dispatched')), c.agent"
-            " FROM chats c WHERE (? IS NULL OR c.platform = ?) ORDER BY c.updated_at DESC",
-            (platform, platform),
-        )
-        return [ChatInfo(ChatRef(r[0], r[1], r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+        return chat_rows(await self._all(CHATS, (platform, platform)))
 
     async def find_chat(self, key_or_session: str) -> ChatRef | None:
         row = await self._one("SELECT platform, chat_id, thread_id FROM chats WHERE chat_key = ?",

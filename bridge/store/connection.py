@@ -2,21 +2,25 @@
 
 One aiosqlite connection does all the writing (SQLite allows one writer anyway); a lock keeps
 one coroutine's multi-statement transaction from interleaving with another's. WAL with
-synchronous=FULL: every commit is on disk before it returns, so what a platform was told we
-received (a polling offset, an event ack) survives a power cut too, not only a killed daemon.
-(With NORMAL the last commits before an OS crash could roll back.) Group commit keeps the cost
-to one sync per batch.
+synchronous=FULL: every synced commit is on disk before it returns, so what a platform was
+told we received (a polling offset, an event ack) survives a power cut too, not only a killed
+daemon. (With NORMAL the last commits before an OS crash could roll back.)
 
-Only a message's arrival must be synced before anything goes on (a platform is told we have
-it right after). The commits after it on a message's path are written unsynced (`_lazy`), still
-before their caller goes on, so a killed daemon loses none of them; the WAL is one file written
-in order, so the next synced commit carries them to disk with its own, and when none follows
-within LAZY_SYNC seconds a checkpoint syncs them. (Under load a message arrives every moment:
-then no checkpoint is needed, and none is made, each of which cost two syncs of its own on the
-connection every message's commit waits behind.) A power cut in that window loses no message: it
-rolls the message back to where its last synced commit left it, from where it goes on again
-(dispatched once more, its answer sent once more: a possible duplicate, as a cut during the
-platform's own answer always could make).
+The writes on a message's path (its arrival, its dispatch, its answer, the answer sent) are
+group-committed (store/batching.py): whatever is queued while a flush runs goes to the
+database thread in one call and commits as one transaction, each kind of write one
+statement. Only a message's arrival must be synced before anything goes on (a platform is
+told we have it right after): arrivals have a queue of their own, and a flush of them
+commits synced. A flush of the later writes (dispatch marks, answers, answers sent, of every
+chat together) commits without a sync of its own (`synchronous=NORMAL` for that
+transaction), still before their callers go on, so a killed daemon loses none of them; the
+WAL is one file written in order, so the next synced commit carries them to disk with its
+own, and when none follows within LAZY_SYNC seconds a checkpoint syncs them. (Under load a
+message arrives every moment: then no checkpoint is needed, and none is made, each of which
+cost two syncs of its own on the connection every message's commit waits behind.) A power
+cut in that window loses no message: it rolls the message back to where its last synced
+commit left it, from where it goes on again (dispatched once more, its answer sent once
+more: a possible duplicate, as a cut during the platform's own answer always could make).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any, Self, TypeVar
 
 import aiosqlite
 
-from picobridge.store.batching import Coalescer
+from picobridge.store.batching import Coalescer, Write, runs
 from picobridge.store.reading import StoreError, busy_timeout_pragma, prepare, refused_write
 from picobridge.store.schema import (
     SchemaError,
@@ -48,10 +52,12 @@ Result = TypeVar("Result")
 LAZY_SYNC = 0.05
 
 # SQLite's page cache, in KiB (its default is 2,000): it fills up to this as pages are read, so
-# with the default it was most of what a daemon grew by over its first thousand chats. The
-# pages a message's path reads again (the B-trees' roots and their newest leaves) fit in a
-# quarter of it; any other page is a read from the OS's page cache away.
-PAGE_CACHE_KIB = 512
+# it is most of what a daemon grows by over its first chats (bench/memory.py, 1,000 chats: 512
+# KiB cost 0.45 KB a chat more than this, with the same CPU per message in
+# bench/bridge_overhead.py at 1,000 chats). The pages a message's path reads again (the
+# B-trees' roots and their newest leaves) fit in it; any other page is a read from the OS's
+# page cache away.
+PAGE_CACHE_KIB = 128
 
 
 async def _must_be_writable(db: aiosqlite.Connection, path: Path) -> None:
@@ -79,7 +85,15 @@ class Database:
         self._db = db
         self.path = path
         self._lock = asyncio.Lock()
-        self._coalescers: list[Coalescer[Any, Any]] = []
+        # With the lock free, a flush queues its transaction before it first waits. Arrivals
+        # (synced) and the writes after them (unsynced) are two queues: an arrival, which its
+        # platform waits for, never waits for a flush of later writes to come back first
+        # (on the connection it still queues behind one, as any statement does).
+        ready = lambda: not self._lock.locked()  # noqa: E731
+        self._arrivals: Coalescer[tuple[Write[Any, Any], Any], Any] = Coalescer(
+            self._write_batch, "arrivals", ready=ready)
+        self._writes: Coalescer[tuple[Write[Any, Any], Any], Any] = Coalescer(
+            self._write_batch, "writes", ready=ready)
         self._sync_task: asyncio.Task[None] | None = None
         self._lazy_count = 0  # unsynced commits queued so far
         self._carried = 0  # how many of the first of them a synced commit has put on disk
@@ -118,8 +132,8 @@ class Database:
     async def close(self) -> None:
         # Writes callers gave up waiting for (a cancelled delivery marking its reply sent)
         # still land: otherwise the next start would send that reply again.
-        for pending in self._coalescers:
-            await pending.settle()
+        await self._arrivals.settle()
+        await self._writes.settle()
         if self._sync_task is not None:
             self._sync_task.cancel()
         # Closing the last connection checkpoints the WAL, synced: the lazy commits with it.
@@ -128,16 +142,25 @@ class Database:
     async def schema_version(self) -> int:
         return await applied_version(self._db)
 
-    def _coalesce(self, flush: Callable[[Sequence[Item]], Awaitable[Sequence[Result]]],
-                  name: str) -> Coalescer[Item, Result]:
-        """A group-commit queue that `close` waits for."""
-        # With the lock free, `_all` and `_lazy` queue their statement before they first wait.
-        coalescer = Coalescer(flush, name, ready=lambda: not self._lock.locked())
-        self._coalescers.append(coalescer)
-        return coalescer
+    def _batched(self, write: Write[Item, Result]) -> Callable[[Item], Awaitable[Result]]:
+        """A write of this kind, group-committed with whatever writes of its queue (synced or
+        not) come with it (`close` waits for them)."""
+        writes = self._arrivals if write.synced else self._writes
+
+        async def call(item: Item) -> Result:
+            result: Result = await writes((write, item))
+            return result
+
+        return call
+
+    async def _drained(self) -> None:
+        """Until the batched writes queued so far are handed to the database thread."""
+        await self._arrivals.drained()
+        await self._writes.drained()
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        await self._drained()  # after the writes queued before it, as issued
         async with self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -160,41 +183,66 @@ class Database:
         # round trip: statements that did would queue behind each other one round trip at a
         # time, and under load that convoy never ends. Between the wait and the call below
         # there is no await, so a BEGIN woken meanwhile is queued after this statement.
+        # Batched writes queued before it for the next flush go first: what a caller wrote
+        # before it reads is read back.
+        await self._drained()
         while self._lock.locked():
             async with self._lock:
                 pass
         return list(await self._db.execute_fetchall(sql, params))
 
-    async def _lazy(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """`_all` for a write after a message's arrival: committed without its own sync (see
-        the module's note)."""
+    async def _write_batch(self, entries: Sequence[tuple[Write[Any, Any], Any]]) -> list[Any]:
+        """Commit a flush's writes as one transaction in one call to the database thread:
+        synced when any of them must be, else without a sync of its own (the module's note)."""
+        batch = [(write, *write.statement(items), items) for write, items in runs(entries)]
+        synced = any(write.synced for write, *_ in batch)
+        # As in `_all`: wait out an open transaction, then no await until the call is queued.
         while self._lock.locked():
             async with self._lock:
                 pass
-        conn = self._db._conn  # the three statements must reach the database thread as one
+        conn = self._db._conn
 
-        def unsynced() -> list[Any]:
-            conn.execute("PRAGMA synchronous=NORMAL")
+        def commit() -> tuple[list[Any], bool]:
+            changes = conn.total_changes
+            if not synced:
+                conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                return conn.execute(sql, params).fetchall()
+                if len(batch) == 1:  # one statement is its own transaction
+                    write, sql, params, items = batch[0]
+                    return list(write.results(items, conn.execute(sql, params).fetchall())), \
+                        conn.total_changes != changes
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    results = [result for write, sql, params, items in batch
+                               for result in write.results(
+                                   items, conn.execute(sql, params).fetchall())]
+                except BaseException:
+                    if conn.in_transaction:  # SQLite ends it itself on some errors
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                return results, conn.total_changes != changes
             finally:
-                conn.execute("PRAGMA synchronous=FULL")
+                if not synced:
+                    conn.execute("PRAGMA synchronous=FULL")
 
         # Numbered as queued: a synced commit queued after it carries it (one thread, in order).
-        self._lazy_count += 1
-        self._unsynced.append((self._lazy_count, asyncio.get_running_loop().time()))
-        rows = await self._db._execute(unsynced)  # type: ignore[no-untyped-call]
-        if self._sync_task is None:
-            self._sync_task = asyncio.create_task(self._sync_soon(), name="store-lazy-sync")
-        return list(rows)
+        mark = self._lazy_count
+        if not synced:
+            self._lazy_count += 1
+            self._unsynced.append((self._lazy_count, asyncio.get_running_loop().time()))
+        done: tuple[list[Any], bool] = await self._db._execute(commit)  # type: ignore[no-untyped-call]
+        results, wrote = done
+        if not synced:
+            if self._sync_task is None:
+                self._sync_task = asyncio.create_task(self._sync_soon(), name="store-lazy-sync")
+        elif wrote:  # nothing written (duplicates only) commits nothing, and syncs nothing
+            self._carried_to(mark)
+        return results
 
     def unsynced_commits(self) -> int:
         """Unsynced commits not yet known to be on disk (carried by no synced commit since)."""
         return sum(1 for number, _ in self._unsynced if number > self._carried)
-
-    def _synced_mark(self) -> int:
-        """Taken before queueing a write that commits synced, for `_carried_to` after it."""
-        return self._lazy_count
 
     def _carried_to(self, mark: int) -> None:
         """A synced commit queued at `mark` is on disk, and the unsynced ones before it."""

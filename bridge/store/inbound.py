@@ -18,9 +18,52 @@ from picobridge.contract import (
     OutgoingReply,
     ReplyKind,
 )
+from picobridge.store.batching import Write
 from picobridge.store.chats import ensure_chat
 from picobridge.store.connection import Database, batch_fields
 from picobridge.store.records import StoredMessage, StoredReply, clean, clean_inbound
+
+_INSERT_KNOWN = (
+    "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
+    " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
+    f" SELECT {batch_fields(9)}, c.chat_key, c.session_id FROM json_each(?) m"
+    " JOIN chats c ON c.chat_key = json_extract(m.value, '$[9]')"
+    " AND c.agent = json_extract(m.value, '$[10]')"
+    " AND c.kind IS json_extract(m.value, '$[11]')"
+    " WHERE true ORDER BY m.key"  # in arrival order: a chat's ids follow its messages
+    " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
+    " RETURNING id, platform, platform_msg_id, session_id")
+
+
+def _insert_known(batch: Sequence[tuple[Any, ...]]) -> tuple[str, tuple[str]]:
+    return _INSERT_KNOWN, (json.dumps(batch, ensure_ascii=False),)
+
+
+def _inserted(batch: Sequence[tuple[Any, ...]], rows: list[Any]
+              ) -> list[tuple[int, str] | None]:
+    stored = {(r[1], r[2]): (int(r[0]), str(r[3])) for r in rows}
+    # pop: of two copies of one message in a batch only the first was inserted.
+    return [stored.pop((item[0], item[1]), None) for item in batch]
+
+
+# Messages of known chats talking to the message's agent, in one statement; None for a new
+# chat, a chat switching agent or of a kind not recorded yet (a chat from before migration
+# 0014), or a message already stored (also when the same message is twice in the batch).
+# Synced: the platform is told it has arrived once this returns.
+INSERT_KNOWN: Write[tuple[Any, ...], tuple[int, str] | None] = Write(
+    "inbound", _insert_known, _inserted, synced=True)
+
+
+def _dispatched(waves: Sequence[list[int]]) -> tuple[str, tuple[float, str]]:
+    return ("UPDATE inbound SET status = 'dispatched', attempts = attempts + 1, updated_at = ?"
+            " WHERE status = 'received' AND id IN (SELECT value FROM json_each(?))",
+            (time.time(), json.dumps([i for wave in waves for i in wave])))
+
+
+# Lost in a power cut, the messages are dispatched again after it, one attempt less counted:
+# as if the cut had come a moment earlier.
+MARK_DISPATCHED: Write[list[int], None] = Write(
+    "dispatched", _dispatched, lambda waves, rows: [None] * len(waves))
 
 
 async def _seen(db: aiosqlite.Connection, platform: str, platform_msg_id: str) -> bool:
@@ -33,12 +76,12 @@ async def _seen(db: aiosqlite.Connection, platform: str, platform_msg_id: str) -
 class InboundTable(Database):
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         super().__init__(db, path)
-        self._insert_known = self._coalesce(self._insert_known_batch, "inbound")
-        # One dispatch record in flight at a time, the waves meanwhile joined: while another
-        # process holds the write lock, each statement on the connection waits out the busy
-        # timeout, and a record per wave would queue the chats' answers and new messages
-        # behind one such wait each.
-        self._mark_dispatched = self._coalesce(self._mark_dispatched_batch, "dispatched")
+        self._insert_known = self._batched(INSERT_KNOWN)
+        # One flush in flight at a time, the waves meanwhile joined: while another process
+        # holds the write lock, each statement on the connection waits out the busy timeout,
+        # and a record per wave would queue the chats' answers and new messages behind one
+        # such wait each.
+        self._mark_dispatched = self._batched(MARK_DISPATCHED)
 
     async def record_inbound(self, msg: InboundMessage,
                              agent: str = DEFAULT_AGENT) -> StoredMessage | None:
@@ -48,7 +91,8 @@ class InboundTable(Database):
         msg = clean_inbound(msg)
         # ASCII: a lone surrogate in a file's name or text stays a JSON escape, not a str
         # that no UTF-8 encoder takes.
-        attachments = json.dumps([a.to_json() for a in msg.attachments])
+        attachments = json.dumps([a.to_json() for a in msg.attachments]) \
+            if msg.attachments else "[]"
         values = (msg.chat.platform, msg.platform_message_id, msg.sender_id, msg.sender_name,
                   msg.text, attachments, msg.reply_to, now, now)
         # A known chat (the common case) is written together with other messages arriving
@@ -72,32 +116,8 @@ class InboundTable(Database):
                              msg.text, msg.attachments, msg.reply_to, "received", 0, now,
                              msg.sent_at, agent)
 
-    async def _insert_known_batch(
-        self, batch: Sequence[tuple[Any, ...]],
-    ) -> list[tuple[int, str] | None]:
-        """Insert messages of known chats talking to the message's agent in one statement;
-        None for a new chat, a chat switching agent or of a kind not recorded yet (a chat
-        from before migration 0014), or a message already stored (also when the same message
-        is twice in the batch)."""
-        mark = self._synced_mark()
-        rows = await self._all(
-            "INSERT INTO inbound(platform, platform_msg_id, sender_id, sender_name, text,"
-            " attachments, reply_to, received_at, updated_at, chat_key, session_id)"
-            f" SELECT {batch_fields(9)}, c.chat_key, c.session_id FROM json_each(?) m"
-            " JOIN chats c ON c.chat_key = json_extract(m.value, '$[9]')"
-            " AND c.agent = json_extract(m.value, '$[10]')"
-            " AND c.kind IS json_extract(m.value, '$[11]')"
-            " WHERE true ORDER BY m.key"  # in arrival order: a chat's ids follow its messages
-            " ON CONFLICT(platform, platform_msg_id) DO NOTHING"
-            " RETURNING id, platform, platform_msg_id, session_id",
-            (json.dumps(batch, ensure_ascii=False),))
-        if rows:  # a row written: the commit was synced
-            self._carried_to(mark)
-        stored = {(r[1], r[2]): (int(r[0]), str(r[3])) for r in rows}
-        # pop: of two copies of one message in a batch only the first was inserted.
-        return [stored.pop((item[0], item[1]), None) for item in batch]
-
     async def seen(self, platform: str, platform_msg_id: str) -> bool:
+        await self._drained()
         async with self._lock:
             return await _seen(self._db, platform, platform_msg_id)
 
@@ -133,15 +153,6 @@ class InboundTable(Database):
 
     async def mark_dispatched(self, ids: Sequence[int]) -> None:
         await self._mark_dispatched(list(ids))
-
-    async def _mark_dispatched_batch(self, waves: Sequence[list[int]]) -> list[None]:
-        # Lost in a power cut, the messages are dispatched again after it, one attempt less
-        # counted: as if the cut had come a moment earlier.
-        await self._lazy(
-            "UPDATE inbound SET status = 'dispatched', attempts = attempts + 1, updated_at = ?"
-            " WHERE status = 'received' AND id IN (SELECT value FROM json_each(?))",
-            (time.time(), json.dumps([i for wave in waves for i in wave])))
-        return [None] * len(waves)
 
     async def requeue(self, ids: Sequence[int], *, refund: bool = False) -> None:
         """Put dispatched messages back in the queue; `refund` un-counts the attempt."""

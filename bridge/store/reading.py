@@ -13,13 +13,22 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from picobridge.private import open_private, private_dir
 from picobridge.store.schema import APPLIED_VERSIONS, VERSIONS_TABLE, require_current
 
+if TYPE_CHECKING:
+    from picobridge.store.records import ChatInfo
+
 ACCESS_GRANTS = ("SELECT platform, user_id, allowed, changed_at FROM access_grants"
                  " ORDER BY platform, user_id")
+# Every chat (of one platform, or of all with NULL twice), the latest first, with how many of
+# its messages still wait.
+CHATS = ("SELECT c.platform, c.chat_id, c.thread_id, c.session_id, c.created_at, c.updated_at,"
+         " (SELECT COUNT(*) FROM inbound i WHERE i.chat_key = c.chat_key"
+         "  AND i.status IN ('received', 'dispatched')), c.agent"
+         " FROM chats c WHERE (? IS NULL OR c.platform = ?) ORDER BY c.updated_at DESC")
 
 
 class StoreError(Exception):
@@ -57,10 +66,26 @@ def grant_rows(rows: Sequence[Sequence[Any]]) -> list[tuple[str, str, bool, floa
     return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
 
 
+def chat_rows(rows: Sequence[Sequence[Any]]) -> list[ChatInfo]:
+    # The records (and the contract's message types) only once there are rows to make.
+    if not rows:
+        return []
+    from picobridge.contract import ChatRef
+    from picobridge.store.records import ChatInfo
+
+    return [ChatInfo(ChatRef(r[0], r[1], r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+
+
 def access_grants(path: Path, busy_timeout: float) -> list[tuple[str, str, bool, float]]:
     """Every access grant and denial, as `Store.access_grants` gives them."""
     with _reading(path, busy_timeout) as db:
         return grant_rows(db.execute(ACCESS_GRANTS).fetchall())
+
+
+def chats(path: Path, busy_timeout: float, platform: str | None = None) -> list[ChatInfo]:
+    """Every chat, as `Store.chats` gives them."""
+    with _reading(path, busy_timeout) as db:
+        return chat_rows(db.execute(CHATS, (platform, platform)).fetchall())
 
 
 @contextmanager

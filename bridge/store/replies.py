@@ -13,16 +13,56 @@ from typing import Any
 import aiosqlite
 
 from picobridge.contract import ChatRef, OutboundFile, OutgoingReply, ReplyKind
+from picobridge.store.batching import Write
 from picobridge.store.chats import ensure_chat
 from picobridge.store.connection import Database, batch_fields
 from picobridge.store.records import StoredMessage, StoredReply, clean
+
+_INSERT_REPLIES = (
+    "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
+    f" created_at, error, settles, settle_status, files) SELECT {batch_fields(11)}"
+    " FROM json_each(?) m JOIN chats c ON c.chat_key = json_extract(m.value, '$[0]')"
+    " ORDER BY m.key RETURNING id, chat_key, kind, text, reply_to, private_to, settles, files")
+
+
+def _insert_replies(batch: Sequence[tuple[Any, ...]]) -> tuple[str, tuple[str]]:
+    return _INSERT_REPLIES, (json.dumps(batch, ensure_ascii=False),)
+
+
+def _inserted(batch: Sequence[tuple[Any, ...]], rows: list[Any]) -> list[int | None]:
+    # Rows are told apart by content; two replies alike in all of it are interchangeable.
+    ids: dict[tuple[Any, ...], list[int]] = {}
+    for r in rows:
+        ids.setdefault(tuple(r[1:]), []).append(int(r[0]))
+    result: list[int | None] = []
+    for item in batch:
+        found = ids.get((item[0], item[2], item[3], item[4], item[5], item[8], item[10]))
+        result.append(found.pop(0) if found else None)
+    return result
+
+
+# Replies to known chats in one statement (the trigger from migration 0002 settles each one's
+# messages with it); None for a chat without a row. Unsynced: lost in a power cut, the
+# messages it settles are answered again after it.
+INSERT_REPLIES: Write[tuple[Any, ...], int | None] = Write(
+    "replies", _insert_replies, _inserted)
+
+
+def _sent(ids: Sequence[int]) -> tuple[str, tuple[float, str]]:
+    return ("UPDATE outbox SET status = 'sent', sent_at = ?, attempts = attempts + 1"
+            " WHERE id IN (SELECT value FROM json_each(?))", (time.time(), json.dumps(ids)))
+
+
+# The trigger marks the answered messages delivered in the same statement. Lost in a power
+# cut, the reply is sent again after it, as if the cut came before this mark.
+MARK_SENT: Write[int, None] = Write("sent", _sent, lambda ids, rows: [None] * len(ids))
 
 
 class ReplyTable(Database):
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         super().__init__(db, path)
-        self._insert_replies = self._coalesce(self._insert_replies_batch, "replies")
-        self._mark_sent = self._coalesce(self._mark_sent_batch, "sent")
+        self._insert_replies = self._batched(INSERT_REPLIES)
+        self._mark_sent = self._batched(MARK_SENT)
 
     async def add_reply(
         self,
@@ -63,27 +103,6 @@ class ReplyTable(Database):
         return StoredReply(chat, dataclasses.replace(reply, text=text, answers=answers,
                                                      outbox_id=outbox_id))
 
-    async def _insert_replies_batch(self, batch: Sequence[tuple[Any, ...]]) -> list[int | None]:
-        """Insert replies to known chats in one statement (the trigger from migration 0002
-        settles each one's messages with it); None for a chat without a row."""
-        # Unsynced: lost in a power cut, the messages it settles are answered again after it.
-        rows = await self._lazy(
-            "INSERT INTO outbox(chat_key, session_id, kind, text, reply_to, private_to,"
-            f" created_at, error, settles, settle_status, files) SELECT {batch_fields(11)}"
-            " FROM json_each(?) m JOIN chats c ON c.chat_key = json_extract(m.value, '$[0]')"
-            " ORDER BY m.key RETURNING id, chat_key, kind, text, reply_to, private_to, settles,"
-            " files",
-            (json.dumps(batch, ensure_ascii=False),))
-        # Rows are told apart by content; two replies alike in all of it are interchangeable.
-        ids: dict[tuple[Any, ...], list[int]] = {}
-        for r in rows:
-            ids.setdefault(tuple(r[1:]), []).append(int(r[0]))
-        result: list[int | None] = []
-        for item in batch:
-            found = ids.get((item[0], item[2], item[3], item[4], item[5], item[8], item[10]))
-            result.append(found.pop(0) if found else None)
-        return result
-
     async def pending_replies(self, chat_key: str | None = None) -> list[StoredReply]:
         rows = await self._all(
             "SELECT o.id, c.platform, c.chat_id, c.thread_id, o.kind, o.text, o.reply_to,"
@@ -103,14 +122,6 @@ class ReplyTable(Database):
 
     async def mark_sent(self, outbox_id: int) -> None:
         await self._mark_sent(outbox_id)
-
-    async def _mark_sent_batch(self, ids: Sequence[int]) -> list[None]:
-        # The trigger marks the answered messages delivered in the same statement. Lost in a
-        # power cut, the reply is sent again after it, as if the cut came before this mark.
-        await self._lazy("UPDATE outbox SET status = 'sent', sent_at = ?,"
-                        " attempts = attempts + 1 WHERE id IN (SELECT value FROM json_each(?))",
-                        (time.time(), json.dumps(list(ids))))
-        return [None] * len(ids)
 
     async def mark_send_failed(self, outbox_id: int, error: str, *, permanent: bool) -> None:
         await self._all(

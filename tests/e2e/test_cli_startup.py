@@ -55,7 +55,8 @@ VERSION_BOUND = 15
 # and the sections of the platforms the config names) and, once there is a database, the
 # grants (asyncio comes with pydantic-settings): 42 modules beyond what `import
 # pydantic_settings` loads today for a config naming no platform and no database yet, all but
-# six (tomllib's four, difflib, pwd) ours. 70 leaves room for about 28 more of ours (a platform
+# five (tomllib's four, pwd) ours; 53 with a database (sqlite3, the store's reading and
+# schema modules). 70 leaves room for about 28 more of ours (a platform
 # adds two, its package and its entry; its settings module only where a config names it), not
 # for the store and the contract's message types (about 30 with aiosqlite and sqlite3) nor for
 # any library: aiohttp alone is 104 modules, slack_sdk's async client 147,
@@ -105,10 +106,11 @@ def test_access_list_reads_the_config_without_the_daemon(tmp_path: Path) -> None
         sorted(set(names) - set(baseline)))
 
 
-def test_access_list_reads_the_grants_with_sqlite3_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["access", "sessions"])
+def test_a_listing_reads_the_database_with_sqlite3_alone(tmp_path: Path, command: str) -> None:
     config = write_config(tmp_path, {"state_dir": str(tmp_path / "state")})
     modules(tmp_path, PROBE, "access", "allow", "telegram:7", "--config", str(config))
-    names = imported(tmp_path, "access", "list", "--config", str(config))
+    names = imported(tmp_path, command, "list", "--config", str(config))
     assert {"sqlite3", "picobridge.store.reading"} <= set(names)
     # Not the daemon's store: aiosqlite (and its thread), the table groups, the message types.
     assert not [n for n in names if n.split(".")[0] == "aiosqlite" or n in DAEMON_CONTRACT

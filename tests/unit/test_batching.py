@@ -156,3 +156,21 @@ async def test_calls_wait_for_a_flush_of_their_own_task_when_not_ready() -> None
     rec.gate.set()
     assert await calls == [30, 40, 50]
     assert rec.batches == [[0, 1, 2], [3], [4, 5]]
+
+
+async def test_drained_waits_for_the_items_queued_so_far_only() -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    coalesce = Coalescer(rec.flush, "test")
+    await coalesce.drained()  # nothing queued: at once
+    first = asyncio.create_task(coalesce(1))
+    await rec.entered.wait()
+    queued = asyncio.create_task(coalesce(2))
+    await asyncio.sleep(0)
+    drained = asyncio.create_task(coalesce.drained())
+    await asyncio.sleep(0)
+    assert not drained.done()  # item 2 waits behind the flush of item 1
+    rec.gate.set()
+    await drained
+    assert rec.batches == [[1], [2]]  # item 2 was flushed before drained() returned
+    assert (await first, await queued) == (10, 20)

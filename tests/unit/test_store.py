@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import sqlite3
 from collections.abc import AsyncIterator
@@ -142,6 +143,45 @@ async def test_unsynced_commits_with_no_synced_one_after_are_checkpointed(
     await sync
     assert store.unsynced_commits() == 0
     assert [s for s in seen if "wal_checkpoint" in s] == ["PRAGMA wal_checkpoint(PASSIVE)"]
+
+
+async def test_writes_queued_together_commit_as_one_transaction_arrivals_apart(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dispatch, an answer and an answer sent, queued while a flush runs: one unsynced
+    transaction in the next flush. A message's arrival meanwhile waits for none of them: its
+    own synced commit goes to the database at once, and carries what was committed before."""
+    monkeypatch.setattr(connection, "LAZY_SYNC", 3600.0)  # no checkpoint in between
+    first, answered = await store.record_inbound(msg(1)), await store.record_inbound(msg(2))
+    assert first is not None and answered is not None
+    earlier = await store.add_reply(CHAT, OutgoingReply("earlier"), settles=[answered])
+    seen = await traced(store)
+    leading = asyncio.ensure_future(store.mark_dispatched([answered.id]))
+    await asyncio.sleep(0)  # its flush is under way: the writes below wait for the next one
+    together = asyncio.gather(
+        store.mark_dispatched([first.id]),
+        store.add_reply(CHAT, OutgoingReply("answer"), settles=[first]),
+        store.mark_sent(earlier.id))
+    arrival = asyncio.ensure_future(store.record_inbound(msg(3)))
+    await leading
+    _, reply, _ = await together
+    assert await arrival is not None
+    # (SQLite's trace names a statement again as its triggers and RETURNING rows run.)
+    statements = [s.split(" ", 2)[:2] for s, _ in itertools.groupby(seen)]
+    begun = statements.index(["BEGIN", "IMMEDIATE"])
+    assert statements[begun - 1:] == [
+        ["PRAGMA", "synchronous=NORMAL"], ["BEGIN", "IMMEDIATE"], ["UPDATE", "inbound"],
+        ["INSERT", "INTO"], ["UPDATE", "outbox"], ["COMMIT"], ["PRAGMA", "synchronous=FULL"]]
+    arrived = next(i for i, s in enumerate(seen) if s.startswith("INSERT INTO inbound"))
+    assert statements.index(["INSERT", "INTO"]) < begun  # the arrival went first,
+    assert seen[arrived - 1] == "PRAGMA synchronous=FULL"  # synced
+    assert store.unsynced_commits() == 1  # the leading mark was carried by it, not the rest
+    await store.record_inbound(msg(4))
+    assert store.unsynced_commits() == 0
+    with sqlite3.connect(store.path) as other:
+        assert dict(other.execute("SELECT platform_msg_id, status FROM inbound")) == {
+            "m1": "answered", "m2": "delivered", "m3": "received", "m4": "received"}
+        assert other.execute("SELECT status FROM outbox WHERE id = ?",
+                             (reply.id,)).fetchone() == ("pending",)
 
 
 async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from picobridge.contract import ChatRef, InboundMessage
 from picobridge.store import Store, StoreError, reading
 from picobridge.store.schema import SchemaError, available_migrations
 
@@ -26,6 +27,25 @@ async def test_the_grants_are_the_stores(tmp_path: Path) -> None:
     assert [g[:3] for g in expected] == [("slack", "U1", False), ("telegram", "1", True),
                                          ("telegram", "2", True)]
     assert reading.access_grants(path, 5.0) == expected
+
+
+async def test_the_chats_are_the_stores(tmp_path: Path) -> None:
+    path = tmp_path / "picobridge.db"
+    store = await Store.open(path)
+    chats = [ChatRef("telegram", "1"), ChatRef("slack", "D1"), ChatRef("telegram", "-5", "9")]
+    try:
+        for n, chat in enumerate(chats):
+            for k in range(n + 1):  # a different number of messages waiting in each chat
+                await store.record_inbound(InboundMessage(
+                    chat=chat, sender_id="42", text="hi", platform_message_id=f"{n}.{k}"))
+        expected = {platform: await store.chats(platform)
+                    for platform in (None, "telegram", "slack", "matrix")}
+    finally:
+        await store.close()
+    assert sorted(info.open_messages for info in expected[None]) == [1, 2, 3]
+    assert len(expected["telegram"]) == 2 and expected["matrix"] == []
+    for platform, infos in expected.items():
+        assert reading.chats(path, 5.0, platform) == infos, platform
 
 
 async def test_a_database_behind_the_schema_is_refused_in_the_stores_words(
