@@ -14,12 +14,11 @@ import hashlib
 import logging
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from telegram import Bot, Message, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
-from telegram.ext import AIORateLimiter, ExtBot
-from telegram.request import BaseRequest, HTTPXRequest
+from telegram.request import BaseRequest
 
 from picobridge.adapters.common.attachments import AttachmentPolicy
 from picobridge.adapters.common.backoff import Backoff
@@ -27,9 +26,9 @@ from picobridge.adapters.common.buttons import Asked, QuestionMessages
 from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.common.tasks import TaskSet
 from picobridge.adapters.telegram.buttons import Clicks, Closings, keyboard
+from picobridge.adapters.telegram.client import make_bot, request
 from picobridge.adapters.telegram.commands import COMMAND_NAMES, Menus
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
-from picobridge.adapters.telegram.http import AiohttpRequest
 from picobridge.adapters.telegram.intake import Dispatcher, Pipeline
 from picobridge.adapters.telegram.normalise import ALLOWED_UPDATES, PLATFORM, BotIdentity
 from picobridge.adapters.telegram.parse import UNREADABLE
@@ -58,7 +57,6 @@ log = logging.getLogger("picobridge.telegram")
 
 READY_WAIT = 30.0
 # The name of the adapter's main loop (connecting, then polling or serving the webhook) under
-# the daemon's supervision.
 # the daemon's supervision: "<its platform name>-updates" ("telegram-updates" for the bot
 # named "default").
 MAIN_LOOP = "{platform}-updates"
@@ -94,7 +92,7 @@ class TelegramAdapter(Adapter):
         self._typing_cap = settings.agent.turn_timeout + 60
         self._ready = asyncio.Event()
         self._bridge: BridgeLink | None = None
-        self._bot: ExtBot[Any] | None = None
+        self._bot: Bot | None = None
         self._poll_request: BaseRequest | None = None
         self._action_request: BaseRequest | None = None
         self._pipeline: Pipeline | None = None
@@ -116,37 +114,13 @@ class TelegramAdapter(Adapter):
     def _scrub(self, text: str) -> str:
         return self._token_pattern.sub("[token]", text)
 
-    def _request(self, pool_size: int, *, read: float = 20.0, write: float = 30.0,
-                 connect: float = 10.0, pool: float = 10.0,
-                 media_write: float | None = None) -> BaseRequest:
-        proxy = self._cfg.proxy_url
-        if proxy is None:
-            return AiohttpRequest(pool_size=pool_size, read_timeout=read, write_timeout=write,
-                                  connect_timeout=connect, pool_timeout=pool,
-                                  media_write_timeout=media_write)
-        return HTTPXRequest(connection_pool_size=pool_size, read_timeout=read,
-                            write_timeout=write, connect_timeout=connect, pool_timeout=pool,
-                            proxy=proxy, media_write_timeout=media_write or write)
-
-    def _make_bot(self) -> tuple[ExtBot[Any], BaseRequest]:
-        cfg = self._cfg
-        # Sends run concurrently for many chats; the long poll has a connection of its own
-        # (and a read timeout that PTB extends by the poll timeout).
-        request = self._request(32, media_write=120.0)
-        poll_request = self._request(2, read=10.0, write=10.0, pool=5.0)
-        limiter = AIORateLimiter(max_retries=0) if cfg.rate_limiter else None
-        bot: ExtBot[Any] = ExtBot(self._token, base_url=cfg.base_url,
-                                  base_file_url=cfg.base_file_url, request=request,
-                                  get_updates_request=poll_request, rate_limiter=limiter)
-        return bot, poll_request
-
     async def start(self, bridge: BridgeLink) -> None:
         self._bridge = bridge
         try:
-            bot, self._poll_request = self._make_bot()
+            bot, self._poll_request = make_bot(self._token, self._cfg)
             # Chat actions skip the rate limiter: renewing "typing" every 4 s would otherwise
             # use up a group's 20 messages a minute and hold back the answers themselves.
-            self._action_request = self._request(8, read=10.0)
+            self._action_request = request(self._cfg, 8, read=10.0)
         except (RuntimeError, ValueError) as exc:
             # An unknown proxy scheme, or SOCKS without its optional support installed.
             bridge.fatal(self.platform, f"cannot use telegram.proxy_url: {exc}")
@@ -220,7 +194,7 @@ class TelegramAdapter(Adapter):
                 platform=self.platform)
         await self._poller.run()
 
-    async def _set_up(self, bridge: BridgeLink, bot: ExtBot[Any]) -> bool:
+    async def _set_up(self, bridge: BridgeLink, bot: Bot) -> bool:
         identity = await self._connect(bridge, bot)
         if identity is None:
             return False
@@ -241,7 +215,7 @@ class TelegramAdapter(Adapter):
                           name="telegram-commands")
         return True
 
-    async def _connect(self, bridge: BridgeLink, bot: ExtBot[Any]) -> BotIdentity | None:
+    async def _connect(self, bridge: BridgeLink, bot: Bot) -> BotIdentity | None:
         backoff = Backoff()
         while True:
             try:
@@ -265,7 +239,7 @@ class TelegramAdapter(Adapter):
                             "retrying in %.0fs", exc.__class__.__name__, backoff.delay)
                 await backoff.wait()
 
-    async def _drop_webhook(self, bot: ExtBot[Any]) -> None:
+    async def _drop_webhook(self, bot: Bot) -> None:
         # getUpdates is refused while a webhook is set (e.g. after switching modes): a 409
         # that would stop the daemon. So the answer must be understood before polling.
         backoff = Backoff()
@@ -294,7 +268,7 @@ class TelegramAdapter(Adapter):
         # Telegram only sends the header when a secret is set; derive a stable one.
         return hashlib.sha256(b"picobridge-webhook\0" + self._token.encode()).hexdigest()
 
-    async def _set_webhook(self, bridge: BridgeLink, bot: ExtBot[Any]) -> None:
+    async def _set_webhook(self, bridge: BridgeLink, bot: Bot) -> None:
         backoff = Backoff()
         while True:
             try:
@@ -368,7 +342,7 @@ class TelegramAdapter(Adapter):
 
     async def verify(self) -> str:
         try:
-            bot, _ = self._make_bot()
+            bot, _ = make_bot(self._token, self._cfg)
         except (RuntimeError, ValueError) as exc:
             raise RuntimeError(f"cannot use telegram.proxy_url: {exc}") from None
         try:

@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from telegram import BotCommand, BotCommandScopeChat
+from telegram import Bot, BotCommand, BotCommandScopeChat
 from telegram.error import RetryAfter, TelegramError
-from telegram.ext import ExtBot
 
 from picobridge.adapters.common.backoff import Backoff
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
@@ -36,7 +34,7 @@ def _bot_commands(commands: Sequence[BridgeCommand]) -> list[BotCommand]:
 
 
 class Menus:
-    def __init__(self, bot: ExtBot[Any], scrub: Callable[[str], str],
+    def __init__(self, bot: Bot, scrub: Callable[[str], str],
                  delivery_error: Callable[[TelegramError], DeliveryError]) -> None:
         self._bot = bot
         self._scrub = scrub

@@ -1,6 +1,7 @@
 """A daemon loads what it uses: a Telegram-only `picobridge run` loads no other platform's
-libraries, no HTTP server without http.listen, and no second HTTP stack, even once users have
-sent it files (httpx's httpcore, anyio and h11 are about 4 MB resident). Counted in modules
+libraries, no HTTP server without http.listen, no second HTTP stack, even once users have sent
+it files (httpx's httpcore, anyio and h11 are about 4 MB resident), and PTB's application
+framework (telegram.ext, 2.3 MB) only for the rate limiter. Counted in modules
 (sys.modules at exit), a figure that is the same on a busy machine; bench/memory.py gives the
 megabytes."""
 
@@ -27,9 +28,10 @@ def _write():
 atexit.register(_write)
 """
 
-# Never in a Telegram-only daemon without a listener, whatever its users send.
-NOT_FOR_TELEGRAM = ("httpcore", "anyio", "h11", "slack_sdk", "slack_bolt", "mautrix", "discord",
-                    "aiohttp.web", "prometheus_client", "rich", "click", "pygments",
+# Never in a Telegram-only daemon without a listener or rate limiter, whatever its users send.
+NOT_FOR_TELEGRAM = ("telegram.ext", "httpcore", "anyio", "h11", "slack_sdk", "slack_bolt",
+                    "mautrix", "discord", "aiohttp.web", "prometheus_client", "rich", "click",
+                    "pygments",
                     "picobridge.adapters.slack.adapter", "picobridge.adapters.telegram.webhook",
                     "picobridge.ops.endpoints", "picobridge.ops.http_server")
 
@@ -43,8 +45,8 @@ def probed(tmp: Path) -> tuple[dict[str, str], Path]:
     return {"PYTHONPATH": path}, listing
 
 
-def unwanted(names: list[str]) -> list[str]:
-    return [n for n in names if any(n == m or n.startswith(m + ".") for m in NOT_FOR_TELEGRAM)]
+def unwanted(names: list[str], unwanted: tuple[str, ...] = NOT_FOR_TELEGRAM) -> list[str]:
+    return [n for n in names if any(n == m or n.startswith(m + ".") for m in unwanted)]
 
 
 async def test_a_telegram_daemon_that_took_files_loads_no_second_http_stack(
@@ -66,3 +68,19 @@ async def test_a_telegram_daemon_that_took_files_loads_no_second_http_stack(
     # What is counted is a daemon that fetched files with its Telegram adapter.
     assert {"telegram", "aiohttp", "picobridge.adapters.telegram.files"} <= set(names)
     assert unwanted(names) == [], unwanted(names)
+
+
+async def test_the_rate_limiter_brings_ptbs_framework_and_answers_through_it(
+        tmp_path: Path) -> None:
+    env, listing = probed(tmp_path)
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake, rate_limiter=True)
+        async with Daemon(config, env=env) as daemon:
+            await started(daemon, fake)
+            fake.user_message(USER, USER, "limited hello")
+            await reply_containing(fake, USER, "echo: limited hello")
+        assert daemon.proc is not None and daemon.proc.returncode == 0, daemon.log[-2000:]
+    names = listing.read_text(encoding="utf-8").split("\n")
+    assert "telegram.ext._aioratelimiter" in names and "aiolimiter" in names
+    # The rest holds as without the limiter.
+    assert unwanted(names, NOT_FOR_TELEGRAM[1:]) == [], unwanted(names, NOT_FOR_TELEGRAM[1:])

@@ -86,6 +86,9 @@ async def test_a_message_refused_behind_a_held_one_outlives_slacks_retries(
                                     == 1 + fake.max_retries, "Slack's last retry", timeout=60)
                 last = fake.envelopes_for(two["event_id"])[-1].envelope_id
                 await fake.wait_for(lambda: last in fake.ack_timeouts, "its timeout", 30)
+                # ... and the daemon has turned each of them down (they queue up behind
+                # each other, each waiting out the busy timeout).
+                await refused_so_far(fake, daemon, [one, two])
                 assert not {d.envelope_id for d in fake.envelopes_for(two["event_id"])} \
                     & set(fake.acked_envelope_ids)
             three = fake.dm_message("three, after the lock", user=ALICE)
