@@ -151,6 +151,9 @@ class Coalescer(Generic[Item, Result]):
             for waiter in (*waiters, *self._waiters):
                 waiter.cancel()
             self._items, self._waiters = [], []
+            if self._queued_done is not None:  # nothing is queued any more
+                self._queued_done.set_result(None)
+                self._queued_done = None
             raise
         for waiter, result in zip(waiters, results, strict=True):
             if not waiter.done():  # its caller may have been cancelled meanwhile

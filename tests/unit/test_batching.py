@@ -174,3 +174,22 @@ async def test_drained_waits_for_the_items_queued_so_far_only() -> None:
     await drained
     assert rec.batches == [[1], [2]]  # item 2 was flushed before drained() returned
     assert (await first, await queued) == (10, 20)
+
+
+async def test_drained_returns_when_the_flushing_task_is_cancelled() -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    coalesce = Coalescer(rec.flush, "test")
+    first = asyncio.create_task(coalesce(1))
+    await rec.entered.wait()
+    queued = asyncio.create_task(coalesce(2))
+    await asyncio.sleep(0)
+    drained = asyncio.create_task(coalesce.drained())
+    await asyncio.sleep(0)
+    assert coalesce._task is not None
+    coalesce._task.cancel()
+    await drained  # nothing is queued any more: it does not wait for ever
+    for caller in (first, queued):
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+    assert rec.batches == [[1]]
