@@ -16,7 +16,6 @@ from picobridge.core.lanes import Lanes
 from picobridge.core.progress import ProgressRelay
 from picobridge.core.turns import Turn, overdue, with_attempt
 from picobridge.store import Store, StoredMessage
-from picobridge.supervision import keep
 
 log = logging.getLogger("picobridge.router")
 
@@ -30,7 +29,7 @@ class Dispatcher:
     _wake: asyncio.Event
     _idle: asyncio.Event
     _progress: ProgressRelay
-    _recording: set[asyncio.Task[None]]
+    _recording: set[asyncio.Future[None]]  # dispatch records not yet written
     _writers: dict[str, asyncio.Task[None]]  # per worker name: the task handing it turns
     _to_write: dict[str, collections.deque[Turn]]  # what each of them has still to hand over
     _turn_timeout: float
@@ -132,20 +131,25 @@ class Dispatcher:
         return turns
 
     def _record_dispatch(self, ids: list[int]) -> None:
-        async def run() -> None:
-            try:
-                await self._store.mark_dispatched(ids)
-            except Exception as exc:
-                # Only the attempt count is lost: the messages are answered all the same.
-                log.warning("recording a dispatch failed (%s: %s); only the attempt count is "
-                            "lost", exc.__class__.__name__, exc)
+        # Queued on the store at once, without a task of its own to wait for it.
+        written = self._store.mark_dispatched_soon(ids)
+        self._recording.add(written)
+        written.add_done_callback(self._dispatch_recorded)
 
-        keep(self._recording, run(), "record-dispatch")
+    def _dispatch_recorded(self, written: asyncio.Future[None]) -> None:
+        self._recording.discard(written)
+        if written.cancelled():
+            return
+        exc = written.exception()
+        if exc is not None:
+            # Only the attempt count is lost: the messages are answered all the same.
+            log.warning("recording a dispatch failed (%s: %s); only the attempt count is "
+                        "lost", exc.__class__.__name__, exc)
 
     async def _recorded(self) -> None:
         """Wait until every dispatch so far is written (before putting messages back)."""
         if self._recording:
-            await asyncio.gather(*self._recording)
+            await asyncio.wait(list(self._recording))
 
     async def _start(self, turn: Turn) -> None:
         session = turn.session

@@ -89,7 +89,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
         self._supervisor = tasks if tasks is not None else TaskSupervisor()
         self._answers = answers if answers is not None else Answers(store, outbox)
         self._dialogs = dialogs if dialogs is not None else Dialogs(store, outbox, 300.0)
-        self._recording: set[asyncio.Task[None]] = set()
+        self._recording: set[asyncio.Future[None]] = set()
         self._writers: dict[str, asyncio.Task[None]] = {}
         self._to_write: dict[str, collections.deque[Turn]] = {}
         self._sending: set[asyncio.Task[None]] = set()

@@ -83,6 +83,16 @@ class Coalescer(Generic[Item, Result]):
             self._start()
         return await waiter
 
+    def later(self, item: Item) -> asyncio.Future[Result]:
+        """Queue `item` now without waiting for it: the future is its result. It joins the
+        flush under way's successor, or starts one (in a task of its own)."""
+        waiter: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._items.append(item)
+        self._waiters.append(waiter)
+        if self._task is None and self._leader is None:
+            self._start()
+        return waiter
+
     async def _lead(self, item: Item) -> Result:
         leader = self._leader = asyncio.get_running_loop().create_future()
         try:

@@ -153,6 +153,17 @@ class Database:
 
         return call
 
+    def _queued(self, write: Write[Item, Result]) -> Callable[[Item], asyncio.Future[Result]]:
+        """A write of this kind queued at once, its caller not waiting: the future says when
+        it is written (or why not)."""
+        writes = self._arrivals if write.synced else self._writes
+
+        def queue(item: Item) -> asyncio.Future[Result]:
+            written: asyncio.Future[Result] = writes.later((write, item))
+            return written
+
+        return queue
+
     async def _drained(self) -> None:
         """Until the batched writes queued so far are handed to the database thread."""
         await self._arrivals.drained()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -102,6 +103,7 @@ class InboundTable(Database):
         # and a record per wave would queue the chats' answers and new messages behind one
         # such wait each.
         self._mark_dispatched = self._batched(MARK_DISPATCHED)
+        self._dispatched_soon = self._queued(MARK_DISPATCHED)
 
     async def record_inbound(self, msg: InboundMessage,
                              agent: str = DEFAULT_AGENT) -> StoredMessage | None:
@@ -173,6 +175,11 @@ class InboundTable(Database):
 
     async def mark_dispatched(self, ids: Sequence[int]) -> None:
         await self._mark_dispatched(list(ids))
+
+    def mark_dispatched_soon(self, ids: Sequence[int]) -> asyncio.Future[None]:
+        """`mark_dispatched` queued now for whoever does not wait for it (the turn goes to the
+        agent meanwhile); the future says when it is written."""
+        return self._dispatched_soon(list(ids))
 
     async def requeue(self, ids: Sequence[int], *, refund: bool = False) -> None:
         """Put dispatched messages back in the queue; `refund` un-counts the attempt."""

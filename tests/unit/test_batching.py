@@ -193,3 +193,20 @@ async def test_drained_returns_when_the_flushing_task_is_cancelled() -> None:
         with pytest.raises(asyncio.CancelledError):
             await caller
     assert rec.batches == [[1]]
+
+
+async def test_later_queues_at_once_and_joins_the_next_flush() -> None:
+    rec = Recorder()
+    rec.gate = asyncio.Event()
+    coalesce = Coalescer(rec.flush, "test")
+    first = asyncio.create_task(coalesce(1))
+    await rec.entered.wait()
+    joined = coalesce.later(2)  # queued in this call: no task of its own
+    also = coalesce.later(3)
+    assert not joined.done()
+    rec.gate.set()
+    assert (await first, await joined, await also) == (10, 20, 30)
+    assert rec.batches == [[1], [2, 3]]
+    alone = coalesce.later(4)  # nothing under way: it starts a flush
+    assert await alone == 40
+    assert rec.batches[-1] == [4]
