@@ -142,13 +142,10 @@ class InOrder:
 
     def add(self, key: str, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         previous = self._last.get(key)
-
-        async def run() -> None:
-            if previous is not None and not previous.done():
-                await asyncio.wait([previous])
-            await work
-
-        task = keep(self._tasks, run(), name)
+        if previous is None or previous.done():
+            task = keep(self._tasks, work, name)  # nothing to wait for (most often)
+        else:
+            task = keep(self._tasks, _after(previous, work), name)
         self._last[key] = task
 
         def forget(done: asyncio.Task[None]) -> None:
@@ -157,6 +154,11 @@ class InOrder:
 
         task.add_done_callback(forget)
         return task
+
+
+async def _after(previous: asyncio.Task[None], work: Coroutine[Any, Any, None]) -> None:
+    await asyncio.wait([previous])  # its failure is logged by keep; this one goes on
+    await work
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -612,7 +612,7 @@ async def _soak(tmp_path: Path, state: Path, rng: random.Random, started_at: flo
 
 
 class GatedStore(Store):
-    """A store whose add_reply / mark_dispatched wait at a gate while one is set."""
+    """A store whose add_reply / mark_dispatched(_soon) wait at a gate while one is set."""
 
     reply_gate: asyncio.Event | None = None
     dispatch_gate: asyncio.Event | None = None
@@ -628,6 +628,13 @@ class GatedStore(Store):
             self.dispatch_entered.set()
             await self.dispatch_gate.wait()
         await super().mark_dispatched(ids)
+
+    def mark_dispatched_soon(self, ids: Sequence[int]) -> asyncio.Future[None]:
+        # The router queues its dispatch records without waiting for them: a gated one is
+        # written once the gate opens, as mark_dispatched is.
+        if self.dispatch_gate is None:
+            return super().mark_dispatched_soon(ids)
+        return asyncio.ensure_future(self.mark_dispatched(ids))
 
 
 async def test_a_session_never_has_two_turns_when_a_dispatch_waits_for_the_store(
