@@ -142,10 +142,13 @@ class Database:
     async def schema_version(self) -> int:
         return await applied_version(self._db)
 
-    def _batched(self, write: Write[Item, Result]) -> Callable[[Item], Awaitable[Result]]:
+    def _batched(self, write: Write[Item, Result], *, after_writes: bool = False
+                 ) -> Callable[[Item], Awaitable[Result]]:
         """A write of this kind, group-committed with whatever writes of its queue (synced or
-        not) come with it (`close` waits for them)."""
-        writes = self._arrivals if write.synced else self._writes
+        not) come with it (`close` waits for them). A synced write goes with the arrivals,
+        unless it must keep its place among the later writes (`after_writes`): then its flush
+        of them is synced."""
+        writes = self._arrivals if write.synced and not after_writes else self._writes
 
         async def call(item: Item) -> Result:
             result: Result = await writes((write, item))

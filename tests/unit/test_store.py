@@ -184,6 +184,39 @@ async def test_writes_queued_together_commit_as_one_transaction_arrivals_apart(
                              (reply.id,)).fetchone() == ("pending",)
 
 
+async def test_a_dispatch_issued_after_a_requeue_is_written_after_it(store: Store) -> None:
+    """The router puts a turn's messages back and writes the requeue; the dispatcher may take
+    them again at once. That new dispatch mark must land after the requeue (the message ends
+    dispatched, its new attempt counted), even when the requeue had to wait for writes
+    queued before it."""
+    put_back, other = await store.record_inbound(msg(1)), await store.record_inbound(msg(2))
+    assert put_back is not None and other is not None
+    await store.mark_dispatched([put_back.id])
+    # Started in this order: the first flush is under way when the others are issued, the
+    # second write waits for the next flush, and the requeue is issued before the new mark.
+    await asyncio.gather(
+        store.mark_dispatched([other.id]),
+        store.mark_sent(12345),
+        store.requeue([put_back.id], refund=True),
+        store.mark_dispatched([put_back.id]))
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT status, attempts FROM inbound WHERE id = ?",
+                          (put_back.id,)).fetchone() == ("dispatched", 1)
+
+
+async def test_requeues_batched_together_refund_each_as_asked(store: Store) -> None:
+    stored = [await store.record_inbound(msg(n)) for n in range(1, 4)]
+    ids = [m.id for m in stored if m is not None]
+    await store.mark_dispatched(ids)
+    await store.mark_dispatched(ids[:2])  # not received any more: no second attempt
+    blocker = asyncio.ensure_future(store.mark_sent(12345))  # the next requeues queue up
+    await asyncio.gather(store.requeue(ids[:1], refund=True), store.requeue(ids[1:], refund=False),
+                         blocker)
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT status, attempts FROM inbound ORDER BY id").fetchall() == [
+            ("received", 0), ("received", 1), ("received", 1)]
+
+
 async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:
     m = await store.record_inbound(msg(1))
     assert m is not None
