@@ -219,11 +219,13 @@ class Database:
                     results = [result for write, sql, params, items in batch
                                for result in write.results(
                                    items, conn.execute(sql, params).fetchall())]
+                    conn.execute("COMMIT")
                 except BaseException:
-                    if conn.in_transaction:  # SQLite ends it itself on some errors
+                    # SQLite ends it itself on some errors (a full disk at COMMIT), not all:
+                    # left open, every statement after it would join it, never committed.
+                    if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
-                conn.execute("COMMIT")
                 return results, conn.total_changes != changes
             finally:
                 if not synced:
