@@ -168,10 +168,12 @@ class Database:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                await self._db.commit()
             except BaseException:
+                # A failed COMMIT too: left open, the transaction would take in every
+                # statement after it (see _write_batch).
                 await self._db.rollback()
                 raise
-            await self._db.commit()
 
     # A single statement is its own transaction. On the shared connection, one issued while
     # another coroutine holds BEGIN would silently join (and share the fate of) that

@@ -184,22 +184,29 @@ async def test_writes_queued_together_commit_as_one_transaction_arrivals_apart(
                              (reply.id,)).fetchone() == ("pending",)
 
 
+async def refuse_one_commit(store: Store) -> list[str]:
+    """The store's next COMMIT is refused (an authorizer), the transaction left open, as some
+    failures leave it; the list says when that happened."""
+    conn = store._db._conn
+    refused: list[str] = []
+
+    def authorizer(action: int, arg: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION and arg == "COMMIT" and not refused:
+            refused.append(arg)
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    await store._db._execute(lambda: conn.set_authorizer(authorizer))  # type: ignore[no-untyped-call]
+    return refused
+
+
 async def test_a_refused_commit_of_a_batch_leaves_no_transaction_open(store: Store) -> None:
     """Writes batched together whose COMMIT fails are written again one by one; had the
     transaction stayed open, they and every statement after them (a message's arrival, its
     platform then told) would run inside it, never committed."""
     first, second = await store.record_inbound(msg(1)), await store.record_inbound(msg(2))
     assert first is not None and second is not None
-    conn = store._db._conn
-    refused: list[str] = []
-
-    def authorizer(action: int, arg: str | None, *_: object) -> int:
-        if action == sqlite3.SQLITE_TRANSACTION and arg == "COMMIT" and not refused:
-            refused.append(arg)  # once, as a failing disk might
-            return sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK
-
-    await store._db._execute(lambda: conn.set_authorizer(authorizer))  # type: ignore[no-untyped-call]
+    refused = await refuse_one_commit(store)
     # The first flush is under way; the two writes after it go together, in one transaction.
     await asyncio.gather(store.mark_sent(12345), store.mark_dispatched([first.id]),
                          store.mark_sent(12346))
@@ -208,6 +215,18 @@ async def test_a_refused_commit_of_a_batch_leaves_no_transaction_open(store: Sto
     with sqlite3.connect(store.path) as other:
         assert dict(other.execute("SELECT platform_msg_id, status FROM inbound")) == {
             "m1": "dispatched", "m2": "received", "m3": "received"}
+
+
+async def test_a_refused_commit_of_a_transaction_leaves_none_open(store: Store) -> None:
+    """The same for a transaction of several statements (a new chat's first message)."""
+    refused = await refuse_one_commit(store)
+    with pytest.raises(sqlite3.DatabaseError):
+        await store.record_inbound(msg(1))
+    assert refused == ["COMMIT"]
+    assert await store.record_inbound(msg(2)) is not None
+    with sqlite3.connect(store.path) as other:
+        assert dict(other.execute("SELECT platform_msg_id, status FROM inbound")) == {
+            "m2": "received"}
 
 
 async def test_a_dispatch_issued_after_a_requeue_is_written_after_it(store: Store) -> None:
