@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from urllib.request import getproxies
 
 import aiohttp
 import httpx
@@ -23,6 +24,7 @@ from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, T
 from picobridge.adapters.common.attachments import AttachmentPolicy, AttachmentRefused
 from picobridge.adapters.common.backoff import Backoff
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
+from picobridge.adapters.telegram.http import environment_proxy
 from picobridge.adapters.telegram.normalise import PLATFORM, MediaRef
 from picobridge.adapters.telegram.parse import UNREADABLE
 from picobridge.adapters.telegram.storage import StorageWait, disk_outage
@@ -123,12 +125,13 @@ class Fetcher:
         if self._proxy is not None:
             return await self._stream_httpx(ref, file_path)
         if self._session is None or self._session.closed:
-            # Like httpx, honour HTTPS_PROXY / NO_PROXY from the environment (read at each
-            # download, which is rare: not worth the transport's cache).
-            self._session = aiohttp.ClientSession(trust_env=True)
+            self._session = aiohttp.ClientSession()
         timeout = aiohttp.ClientTimeout(total=None, connect=STREAM_CONNECT,
                                         sock_connect=STREAM_CONNECT, sock_read=STREAM_READ)
-        async with self._session.get(file_path, timeout=timeout) as resp:
+        # HTTPS_PROXY / NO_PROXY as the bot's calls take them (http.py), read at each download
+        # (rare: not worth the transport's cache).
+        proxy = environment_proxy(file_path, getproxies())
+        async with self._session.get(file_path, timeout=timeout, proxy=proxy) as resp:
             _check_status(resp.status)
             return bytes(await self._policy.read_capped(
                 ref.name, resp.content.iter_chunked(1 << 16), DOWNLOAD_LIMIT))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
@@ -61,11 +62,7 @@ class AiohttpRequest(BaseRequest):
     def _proxy(self, url: str) -> str | None:
         key = _scheme_host(url)
         if key not in self._proxy_for_host:
-            scheme, host = key
-            proxy = self._env_proxies.get(scheme)
-            if proxy and proxy_bypass(host):
-                proxy = None
-            self._proxy_for_host[key] = proxy
+            self._proxy_for_host[key] = environment_proxy(url, self._env_proxies)
         return self._proxy_for_host[key]
 
     async def do_request(
@@ -123,6 +120,16 @@ class AiohttpRequest(BaseRequest):
             # The class name helps when the message is empty.
             raise NetworkError(
                 f"aiohttp.{err.__class__.__name__}: {_without_url(str(err), url)}") from None
+
+
+def environment_proxy(url: str, proxies: Mapping[str, str]) -> str | None:
+    """The proxy the environment names for `url` (`proxies`: urllib's getproxies(), which
+    reads HTTP(S)_PROXY), unless NO_PROXY exempts its host. Handed to aiohttp as `proxy=`
+    rather than left to its trust_env, which skips an https:// proxy (httpx, PTB's default,
+    takes it) and reads ~/.netrc: downloads and calls must go the same way."""
+    scheme, host = _scheme_host(url)
+    proxy = proxies.get(scheme)
+    return None if not proxy or proxy_bypass(host) else proxy
 
 
 def _scheme_host(url: str) -> tuple[str, str]:

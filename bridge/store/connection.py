@@ -142,10 +142,13 @@ class Database:
     async def schema_version(self) -> int:
         return await applied_version(self._db)
 
-    def _batched(self, write: Write[Item, Result]) -> Callable[[Item], Awaitable[Result]]:
+    def _batched(self, write: Write[Item, Result], *, after_writes: bool = False
+                 ) -> Callable[[Item], Awaitable[Result]]:
         """A write of this kind, group-committed with whatever writes of its queue (synced or
-        not) come with it (`close` waits for them)."""
-        writes = self._arrivals if write.synced else self._writes
+        not) come with it (`close` waits for them). A synced write goes with the arrivals,
+        unless it must keep its place among the later writes (`after_writes`): then its flush
+        of them is synced."""
+        writes = self._queue_of(write, after_writes)
 
         async def call(item: Item) -> Result:
             result: Result = await writes((write, item))
@@ -156,13 +159,17 @@ class Database:
     def _queued(self, write: Write[Item, Result]) -> Callable[[Item], asyncio.Future[Result]]:
         """A write of this kind queued at once, its caller not waiting: the future says when
         it is written (or why not)."""
-        writes = self._arrivals if write.synced else self._writes
+        writes = self._queue_of(write)
 
         def queue(item: Item) -> asyncio.Future[Result]:
             written: asyncio.Future[Result] = writes.later((write, item))
             return written
 
         return queue
+
+    def _queue_of(self, write: Write[Any, Any], after_writes: bool = False
+                  ) -> Coalescer[tuple[Write[Any, Any], Any], Any]:
+        return self._arrivals if write.synced and not after_writes else self._writes
 
     async def _drained(self) -> None:
         """Until the batched writes queued so far are handed to the database thread."""
@@ -176,10 +183,12 @@ class Database:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                await self._db.commit()
             except BaseException:
+                # A failed COMMIT too: left open, the transaction would take in every
+                # statement after it (see _write_batch).
                 await self._db.rollback()
                 raise
-            await self._db.commit()
 
     # A single statement is its own transaction. On the shared connection, one issued while
     # another coroutine holds BEGIN would silently join (and share the fate of) that
@@ -227,11 +236,13 @@ class Database:
                     results = [result for write, sql, params, items in batch
                                for result in write.results(
                                    items, conn.execute(sql, params).fetchall())]
+                    conn.execute("COMMIT")
                 except BaseException:
-                    if conn.in_transaction:  # SQLite ends it itself on some errors
+                    # SQLite ends it itself on some errors (a full disk at COMMIT), not all:
+                    # left open, every statement after it would join it, never committed.
+                    if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
-                conn.execute("COMMIT")
                 return results, conn.total_changes != changes
             finally:
                 if not synced:

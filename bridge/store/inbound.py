@@ -87,6 +87,28 @@ MARK_DISPATCHED: Write[list[int], None] = Write(
     "dispatched", _dispatched, lambda waves, rows: [None] * len(waves))
 
 
+# Each message's attempt refunded by the largest refund asked for it in the run (0 or 1).
+_REQUEUED = (
+    "UPDATE inbound SET status = 'received', updated_at = ?2, attempts = MAX(0, attempts -"
+    " (SELECT MAX(json_extract(r.value, '$[1]')) FROM json_each(?1) r"
+    "  WHERE json_extract(r.value, '$[0]') = inbound.id))"
+    " WHERE status = 'dispatched'"
+    " AND id IN (SELECT json_extract(value, '$[0]') FROM json_each(?1))")
+
+
+def _requeued(batch: Sequence[tuple[list[int], bool]]) -> tuple[str, tuple[str, float]]:
+    pairs = [(i, int(refund)) for ids, refund in batch for i in ids]
+    return _REQUEUED, (json.dumps(pairs), time.time())
+
+
+# In the queue of the dispatch marks, in the order it came: a message put back and dispatched
+# again before its requeue is written must end up dispatched, its new attempt counted (a
+# statement of its own would wait for the next flush, which takes that new mark along and runs
+# it first). Synced as it always was.
+MARK_REQUEUED: Write[tuple[list[int], bool], None] = Write(
+    "requeued", _requeued, lambda batch, rows: [None] * len(batch), synced=True)
+
+
 async def _seen(db: aiosqlite.Connection, platform: str, platform_msg_id: str) -> bool:
     rows = await db.execute_fetchall(
         "SELECT 1 FROM inbound WHERE platform = ? AND platform_msg_id = ?",
@@ -104,6 +126,7 @@ class InboundTable(Database):
         # such wait each.
         self._mark_dispatched = self._batched(MARK_DISPATCHED)
         self._dispatched_soon = self._queued(MARK_DISPATCHED)
+        self._requeue = self._batched(MARK_REQUEUED, after_writes=True)
 
     async def record_inbound(self, msg: InboundMessage,
                              agent: str = DEFAULT_AGENT) -> StoredMessage | None:
@@ -183,11 +206,7 @@ class InboundTable(Database):
 
     async def requeue(self, ids: Sequence[int], *, refund: bool = False) -> None:
         """Put dispatched messages back in the queue; `refund` un-counts the attempt."""
-        await self._all(
-            "UPDATE inbound SET status = 'received', updated_at = ?,"
-            " attempts = MAX(0, attempts - ?) WHERE status = 'dispatched'"
-            " AND id IN (SELECT value FROM json_each(?))",
-            (time.time(), int(refund), json.dumps(list(ids))))
+        await self._requeue((list(ids), refund))
 
     async def update_text(self, platform: str, platform_msg_id: str,
                           text: str) -> StoredMessage | None:

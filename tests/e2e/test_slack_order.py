@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -68,19 +69,44 @@ async def send(fake: FakeSlack, event: dict[str, Any]) -> dict[str, Any]:
     return {**event, "event_id": envelope["payload"]["event_id"]}
 
 
+@contextlib.asynccontextmanager
+async def locked_after_an_answer(fake: FakeSlack, daemon: Daemon, db: Path
+                                 ) -> AsyncIterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Alice is answered once, then sends two messages while the database is locked (the
+    first seen refused before the second is sent); yields them, still locked."""
+    await fake.wait_for_socket()
+    first = fake.dm_message("before the lock", user=ALICE)
+    await fake.send_event(first)
+    await reply_to(fake, first["channel"], "echo: before the lock")
+    async with write_lock(db):
+        one = await send(fake, fake.dm_message("one, while locked", user=ALICE))
+        await daemon.wait_for_log(OUTAGE, timeout=30)
+        two = await send(fake, fake.dm_message("two, while locked", user=ALICE))
+        yield one, two
+
+
+async def a_third_comes_after(fake: FakeSlack, tmp_path: Path, one: dict[str, Any],
+                              two: dict[str, Any]) -> None:
+    """Alice's third message, sent once the lock is gone, is answered; all three were stored
+    and reached the agent in writing order, each once."""
+    three = fake.dm_message("three, after the lock", user=ALICE)
+    await fake.send_event(three)
+    await reply_to(fake, three["channel"], three["text"], timeout=60)
+    await reply_to(fake, two["channel"], two["text"], timeout=60)
+    texts = [one["text"], two["text"], three["text"]]
+    alice = [text for chat, text, _ in stored(tmp_path / "state" / "picobridge.db")
+             if chat == f"slack:{three['channel']}" and text in texts]
+    assert alice == texts
+    assert_in_order_once(texts, asked(AgentJournal(tmp_path / "agent")))
+
+
 async def test_a_message_refused_behind_a_held_one_outlives_slacks_retries(
         tmp_path: Path) -> None:
     async with FakeSlack(ack_timeout=1.0) as fake:  # three retries, a second apart
         config = slack_config(tmp_path, fake, allowed_users=USERS, sections=SHORT_BUSY_TIMEOUT)
         async with Daemon(config) as daemon:
-            await fake.wait_for_socket()
-            first = fake.dm_message("before the lock", user=ALICE)
-            await fake.send_event(first)
-            await reply_to(fake, first["channel"], "echo: before the lock")
-            async with write_lock(tmp_path / "state" / "picobridge.db"):
-                one = await send(fake, fake.dm_message("one, while locked", user=ALICE))
-                await daemon.wait_for_log(OUTAGE, timeout=30)
-                two = await send(fake, fake.dm_message("two, while locked", user=ALICE))
+            db = tmp_path / "state" / "picobridge.db"
+            async with locked_after_an_answer(fake, daemon, db) as (one, two):
                 # Slack gives up on the second: every attempt refused, the last one too.
                 await fake.wait_for(lambda: len(fake.envelopes_for(two["event_id"]))
                                     == 1 + fake.max_retries, "Slack's last retry", timeout=60)
@@ -91,14 +117,7 @@ async def test_a_message_refused_behind_a_held_one_outlives_slacks_retries(
                 await refused_so_far(fake, daemon, [one, two])
                 assert not {d.envelope_id for d in fake.envelopes_for(two["event_id"])} \
                     & set(fake.acked_envelope_ids)
-            three = fake.dm_message("three, after the lock", user=ALICE)
-            await fake.send_event(three)
-            await reply_to(fake, three["channel"], three["text"], timeout=60)
-            texts = [one["text"], two["text"], three["text"]]
-            alice = [text for chat, text, _ in stored(tmp_path / "state" / "picobridge.db")
-                     if chat == f"slack:{three['channel']}" and text in texts]
-            assert alice == texts
-            assert_in_order_once(texts, asked(AgentJournal(tmp_path / "agent")))
+            await a_third_comes_after(fake, tmp_path, one, two)
         assert_no_secrets(daemon, fake)
 
 
@@ -106,24 +125,10 @@ async def test_a_message_refused_behind_a_held_one_is_not_overtaken(tmp_path: Pa
     async with FakeSlack() as fake:  # Slack's own 3 s: its retry comes after the next message
         config = slack_config(tmp_path, fake, allowed_users=USERS, sections=SHORT_BUSY_TIMEOUT)
         async with Daemon(config) as daemon:
-            await fake.wait_for_socket()
-            first = fake.dm_message("before the lock", user=ALICE)
-            await fake.send_event(first)
-            await reply_to(fake, first["channel"], "echo: before the lock")
-            async with write_lock(tmp_path / "state" / "picobridge.db"):
-                one = await send(fake, fake.dm_message("one, while locked", user=ALICE))
-                await daemon.wait_for_log(OUTAGE, timeout=30)
-                two = await send(fake, fake.dm_message("two, while locked", user=ALICE))
+            db = tmp_path / "state" / "picobridge.db"
+            async with locked_after_an_answer(fake, daemon, db) as (one, two):
                 await refused_so_far(fake, daemon, [one, two])
-            three = fake.dm_message("three, after the lock", user=ALICE)
-            await fake.send_event(three)
-            await reply_to(fake, three["channel"], three["text"], timeout=60)
-            await reply_to(fake, two["channel"], two["text"], timeout=60)
-            texts = [one["text"], two["text"], three["text"]]
-            alice = [text for chat, text, _ in stored(tmp_path / "state" / "picobridge.db")
-                     if chat == f"slack:{three['channel']}" and text in texts]
-            assert alice == texts
-            assert_in_order_once(texts, asked(AgentJournal(tmp_path / "agent")))
+            await a_third_comes_after(fake, tmp_path, one, two)
         assert_no_secrets(daemon, fake)
 
 

@@ -184,6 +184,84 @@ async def test_writes_queued_together_commit_as_one_transaction_arrivals_apart(
                              (reply.id,)).fetchone() == ("pending",)
 
 
+async def refuse_one_commit(store: Store) -> list[str]:
+    """The store's next COMMIT is refused (an authorizer), the transaction left open, as some
+    failures leave it; the list says when that happened."""
+    conn = store._db._conn
+    refused: list[str] = []
+
+    def authorizer(action: int, arg: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION and arg == "COMMIT" and not refused:
+            refused.append(arg)
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    await store._db._execute(lambda: conn.set_authorizer(authorizer))  # type: ignore[no-untyped-call]
+    return refused
+
+
+async def test_a_refused_commit_of_a_batch_leaves_no_transaction_open(store: Store) -> None:
+    """Writes batched together whose COMMIT fails are written again one by one; had the
+    transaction stayed open, they and every statement after them (a message's arrival, its
+    platform then told) would run inside it, never committed."""
+    first, second = await store.record_inbound(msg(1)), await store.record_inbound(msg(2))
+    assert first is not None and second is not None
+    refused = await refuse_one_commit(store)
+    # The first flush is under way; the two writes after it go together, in one transaction.
+    await asyncio.gather(store.mark_sent(12345), store.mark_dispatched([first.id]),
+                         store.mark_sent(12346))
+    assert refused == ["COMMIT"]
+    assert await store.record_inbound(msg(3)) is not None
+    with sqlite3.connect(store.path) as other:
+        assert dict(other.execute("SELECT platform_msg_id, status FROM inbound")) == {
+            "m1": "dispatched", "m2": "received", "m3": "received"}
+
+
+async def test_a_refused_commit_of_a_transaction_leaves_none_open(store: Store) -> None:
+    """The same for a transaction of several statements (a new chat's first message)."""
+    refused = await refuse_one_commit(store)
+    with pytest.raises(sqlite3.DatabaseError):
+        await store.record_inbound(msg(1))
+    assert refused == ["COMMIT"]
+    assert await store.record_inbound(msg(2)) is not None
+    with sqlite3.connect(store.path) as other:
+        assert dict(other.execute("SELECT platform_msg_id, status FROM inbound")) == {
+            "m2": "received"}
+
+
+async def test_a_dispatch_issued_after_a_requeue_is_written_after_it(store: Store) -> None:
+    """The router puts a turn's messages back and writes the requeue; the dispatcher may take
+    them again at once. That new dispatch mark must land after the requeue (the message ends
+    dispatched, its new attempt counted), even when the requeue had to wait for writes
+    queued before it."""
+    put_back, other = await store.record_inbound(msg(1)), await store.record_inbound(msg(2))
+    assert put_back is not None and other is not None
+    await store.mark_dispatched([put_back.id])
+    # Started in this order: the first flush is under way when the others are issued, the
+    # second write waits for the next flush, and the requeue is issued before the new mark.
+    await asyncio.gather(
+        store.mark_dispatched([other.id]),
+        store.mark_sent(12345),
+        store.requeue([put_back.id], refund=True),
+        store.mark_dispatched([put_back.id]))
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT status, attempts FROM inbound WHERE id = ?",
+                          (put_back.id,)).fetchone() == ("dispatched", 1)
+
+
+async def test_requeues_batched_together_refund_each_as_asked(store: Store) -> None:
+    stored = [await store.record_inbound(msg(n)) for n in range(1, 4)]
+    ids = [m.id for m in stored if m is not None]
+    await store.mark_dispatched(ids)
+    await store.mark_dispatched(ids[:2])  # not received any more: no second attempt
+    blocker = asyncio.ensure_future(store.mark_sent(12345))  # the next requeues queue up
+    await asyncio.gather(store.requeue(ids[:1], refund=True), store.requeue(ids[1:], refund=False),
+                         blocker)
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("SELECT status, attempts FROM inbound ORDER BY id").fetchall() == [
+            ("received", 0), ("received", 1), ("received", 1)]
+
+
 async def test_requeue_with_refund_uncounts_the_attempt(store: Store) -> None:
     m = await store.record_inbound(msg(1))
     assert m is not None

@@ -5,12 +5,20 @@ from __future__ import annotations
 import socket
 import traceback
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, NoReturn
 
+import aiohttp
 import pytest
 from telegram import Bot, InputFile, MessageEntity
 from telegram.error import BadRequest, NetworkError, TimedOut
 
+from picobridge.adapters.common.attachments import AttachmentPolicy
+from picobridge.adapters.telegram.files import Fetcher
 from picobridge.adapters.telegram.http import AiohttpRequest
+from picobridge.adapters.telegram.normalise import MediaRef
+from picobridge.adapters.telegram.storage import StorageWait
+from picobridge.config.sections import AttachmentSettings
 from tests.fakes.telegram import FakeTelegram
 
 
@@ -138,3 +146,36 @@ async def test_no_proxy_from_the_environment_is_honoured(fake: FakeTelegram,
         assert (await bot_for(fake, request).get_me()).is_bot  # straight to the fake
     finally:
         await request.shutdown()
+
+
+async def test_downloads_take_the_proxy_the_calls_take(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An https:// proxy named by HTTPS_PROXY carries the bot's calls (as it did under httpx),
+    so it carries its downloads too; aiohttp's own trust_env would skip it and go direct."""
+    proxy = "https://proxy.invalid:3129"
+    monkeypatch.setenv("HTTPS_PROXY", proxy)
+    monkeypatch.setenv("https_proxy", proxy)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    url = "https://files.invalid/file/bot123:secret/documents/file_1.txt"
+    request = transport()
+    await request.initialize()
+    chosen = request._proxy(url)
+    await request.shutdown()
+    asked: list[object] = []
+
+    def get(self: aiohttp.ClientSession, target: str, **kwargs: Any) -> NoReturn:
+        asked.append(kwargs.get("proxy"))
+        raise aiohttp.ClientConnectionError("not sent")
+
+    monkeypatch.setattr(aiohttp.ClientSession, "get", get)
+    policy = AttachmentPolicy(AttachmentSettings(), tmp_path / "media")
+    fetcher = Fetcher(Bot("123:secret"), policy, StorageWait(hold=False), lambda text: text)
+    ref = MediaRef("document", "file-1", 5, "file_1.txt", "text/plain")
+    try:
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await fetcher._stream(ref, url)
+    finally:
+        await fetcher.close()
+    assert chosen == proxy
+    assert asked == [proxy]
