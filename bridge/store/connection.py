@@ -7,20 +7,20 @@ told we received (a polling offset, an event ack) survives a power cut too, not 
 daemon. (With NORMAL the last commits before an OS crash could roll back.)
 
 The writes on a message's path (its arrival, its dispatch, its answer, the answer sent) are
-group-committed (store/batching.py): whatever is queued while a flush runs goes to the
-database thread in one call and commits as one transaction, each kind of write one
-statement. Only a message's arrival must be synced before anything goes on (a platform is
-told we have it right after): arrivals have a queue of their own, and a flush of them
-commits synced. A flush of the later writes (dispatch marks, answers, answers sent, of every
-chat together) commits without a sync of its own (`synchronous=NORMAL` for that
-transaction), still before their callers go on, so a killed daemon loses none of them; the
-WAL is one file written in order, so the next synced commit carries them to disk with its
-own, and when none follows within LAZY_SYNC seconds a checkpoint syncs them. (Under load a
-message arrives every moment: then no checkpoint is needed, and none is made, each of which
-cost two syncs of its own on the connection every message's commit waits behind.) A power
-cut in that window loses no message: it rolls the message back to where its last synced
-commit left it, from where it goes on again (dispatched once more, its answer sent once
-more: a possible duplicate, as a cut during the platform's own answer always could make).
+group-committed (store/batching.py): whatever is queued while a flush runs goes to the database
+thread in one call and commits as one transaction, each kind of write one statement. Only a
+message's arrival must be synced before anything goes on (a platform is told we have it right
+after): arrivals have a queue of their own, and a flush of them commits synced. A flush of the
+later writes (dispatch marks, answers, answers sent, of every chat together; a requeue among
+them, which is synced, makes the whole flush synced) commits without a sync of its own
+(`synchronous=NORMAL` for that transaction), still before their callers go on, so a killed
+daemon loses none of them; the WAL is one file written in order, so the next synced commit
+carries them to disk with its own, and when none follows within LAZY_SYNC seconds a checkpoint
+syncs them. (Under load a message arrives every moment: then no checkpoint is needed, and none
+is made, each of which cost two syncs of its own on the connection every message's commit waits
+behind.) A power cut in that window loses no message: it rolls the message back to where its
+last synced commit left it, from where it goes on again (dispatched once more, its answer sent
+once more: a possible duplicate, as a cut during the platform's own answer always could make).
 """
 
 from __future__ import annotations
