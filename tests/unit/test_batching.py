@@ -36,12 +36,19 @@ async def test_calls_made_together_share_one_flush() -> None:
     assert rec.batches == [[0, 1, 2, 3, 4]]
 
 
-async def test_calls_made_during_a_flush_go_together_in_the_next() -> None:
+async def flush_under_way() -> tuple[Recorder, Coalescer[int, int], asyncio.Task[int]]:
+    """A coalescer whose flush of item 1 is under way, held at its recorder's gate."""
     rec = Recorder()
     rec.gate = asyncio.Event()
     coalesce = Coalescer(rec.flush, "test")
     first = asyncio.create_task(coalesce(1))
     await rec.entered.wait()
+    return rec, coalesce, first
+
+
+async def test_calls_made_during_a_flush_go_together_in_the_next() -> None:
+    rec, coalesce, first = await flush_under_way()
+    assert rec.gate is not None
     later = [asyncio.create_task(coalesce(i)) for i in (2, 3)]
     await asyncio.sleep(0)  # the later calls are queued while the first flush waits
     rec.gate.set()
@@ -158,18 +165,23 @@ async def test_calls_wait_for_a_flush_of_their_own_task_when_not_ready() -> None
     assert rec.batches == [[0, 1, 2], [3], [4, 5]]
 
 
-async def test_drained_waits_for_the_items_queued_so_far_only() -> None:
-    rec = Recorder()
-    rec.gate = asyncio.Event()
-    coalesce = Coalescer(rec.flush, "test")
-    await coalesce.drained()  # nothing queued: at once
-    first = asyncio.create_task(coalesce(1))
-    await rec.entered.wait()
+async def drained_behind_a_flush() -> tuple[Recorder, Coalescer[int, int], asyncio.Task[int],
+                                          asyncio.Task[int], asyncio.Task[None]]:
+    """Item 1's flush under way (held at the gate), item 2 queued behind it, and a call of
+    `drained` made then, still waiting."""
+    rec, coalesce, first = await flush_under_way()
     queued = asyncio.create_task(coalesce(2))
     await asyncio.sleep(0)
     drained = asyncio.create_task(coalesce.drained())
     await asyncio.sleep(0)
     assert not drained.done()  # item 2 waits behind the flush of item 1
+    return rec, coalesce, first, queued, drained
+
+
+async def test_drained_waits_for_the_items_queued_so_far_only() -> None:
+    await Coalescer(Recorder().flush, "test").drained()  # nothing queued: at once
+    rec, _, first, queued, drained = await drained_behind_a_flush()
+    assert rec.gate is not None
     rec.gate.set()
     await drained
     assert rec.batches == [[1], [2]]  # item 2 was flushed before drained() returned
@@ -177,15 +189,7 @@ async def test_drained_waits_for_the_items_queued_so_far_only() -> None:
 
 
 async def test_drained_returns_when_the_flushing_task_is_cancelled() -> None:
-    rec = Recorder()
-    rec.gate = asyncio.Event()
-    coalesce = Coalescer(rec.flush, "test")
-    first = asyncio.create_task(coalesce(1))
-    await rec.entered.wait()
-    queued = asyncio.create_task(coalesce(2))
-    await asyncio.sleep(0)
-    drained = asyncio.create_task(coalesce.drained())
-    await asyncio.sleep(0)
+    rec, coalesce, first, queued, drained = await drained_behind_a_flush()
     assert coalesce._task is not None
     coalesce._task.cancel()
     await drained  # nothing is queued any more: it does not wait for ever
@@ -196,11 +200,8 @@ async def test_drained_returns_when_the_flushing_task_is_cancelled() -> None:
 
 
 async def test_later_queues_at_once_and_joins_the_next_flush() -> None:
-    rec = Recorder()
-    rec.gate = asyncio.Event()
-    coalesce = Coalescer(rec.flush, "test")
-    first = asyncio.create_task(coalesce(1))
-    await rec.entered.wait()
+    rec, coalesce, first = await flush_under_way()
+    assert rec.gate is not None
     joined = coalesce.later(2)  # queued in this call: no task of its own
     also = coalesce.later(3)
     assert not joined.done()
