@@ -112,7 +112,8 @@ class TaskSupervisor:
 
 
 def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None],
-         name: str) -> asyncio.Task[None]:
+         name: str, then: Callable[[asyncio.Task[None]], None] | None = None
+         ) -> asyncio.Task[None]:
     """Run `work` in a task held in `tasks` until it is done (so it can be waited for).
 
     Such work is one step of something larger (a message on its way to its lane, an answer
@@ -122,8 +123,16 @@ def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None],
     the task is collected)."""
     task = asyncio.create_task(work, name=name)
     tasks.add(task)
-    task.add_done_callback(tasks.discard)
-    task.add_done_callback(_log_failure)
+
+    # One callback, not one for each step: each is a turn of its own in the event loop's
+    # queue, and a message's answer goes through here.
+    def finished(done: asyncio.Task[None]) -> None:
+        tasks.discard(done)
+        if then is not None:
+            then(done)
+        _log_failure(done)
+
+    task.add_done_callback(finished)
     return task
 
 
@@ -141,18 +150,16 @@ class InOrder:
         return key in self._last
 
     def add(self, key: str, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        previous = self._last.get(key)
-        if previous is None or previous.done():
-            task = keep(self._tasks, work, name)  # nothing to wait for (most often)
-        else:
-            task = keep(self._tasks, _after(previous, work), name)
-        self._last[key] = task
-
         def forget(done: asyncio.Task[None]) -> None:
             if self._last.get(key) is done:
                 del self._last[key]
 
-        task.add_done_callback(forget)
+        previous = self._last.get(key)
+        if previous is None or previous.done():
+            task = keep(self._tasks, work, name, forget)  # nothing to wait for (most often)
+        else:
+            task = keep(self._tasks, _after(previous, work), name, forget)
+        self._last[key] = task
         return task
 
 

@@ -307,7 +307,7 @@ class Router(Dispatcher, Reservations, BusyHandling):
             lane.turn = None
         if not self._turns:
             self._idle.set()
-        self._wake.set()  # the worker has room again
+        self._wake_if_waiting()  # the worker has room again
         self._room_freed()
 
     def _after_turn(self, turn: Turn) -> None:
@@ -315,4 +315,10 @@ class Router(Dispatcher, Reservations, BusyHandling):
         if lane is not None:
             self._lanes.make_waiting(lane)
             self._lanes.forget_if_idle(lane)
-        self._wake.set()
+        self._wake_if_waiting()
+
+    def _wake_if_waiting(self) -> None:
+        # Only waiting lanes can start a turn: waking the dispatch loop for none (most turns'
+        # ends under load, each answer's too) costs a turn of the event loop for nothing.
+        if self._lanes.any_waiting:
+            self._wake.set()
