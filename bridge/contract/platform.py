@@ -50,6 +50,11 @@ class Platform(ABC):
     def section(self) -> type[Any]:
         """The pydantic model of its config section (`section_model`, imported now)."""
         module, _, model = self.section_model.partition(":")
+        if not module or not model:
+            # Said here: importlib would only say "Empty module name" to whoever writes the
+            # next platform.
+            raise TypeError(f"{type(self).__name__} names no config section: set "
+                            f"section_model = 'module:Class' (or override section)")
         found: type[Any] = getattr(importlib.import_module(module), model)
         return found
 
