@@ -106,8 +106,16 @@ def _reading(path: Path, busy_timeout: float) -> Iterator[sqlite3.Connection]:
                 raise refused from None
         db.execute(VERSIONS_TABLE)
         require_current({int(row[0]) for row in db.execute(APPLIED_VERSIONS)})
-        yield db
     except sqlite3.Error as exc:
+        db.close()
         raise StoreError(f"cannot use database {path}: {exc}") from None
+    except BaseException:
+        db.close()
+        raise
+    # Only opening is judged here, as Store.open judges it: a query that fails on a database
+    # that opened (a table dropped behind our back) is unforeseen, and stays the last-resort
+    # handler's one line and exit 70, as it was through the store.
+    try:
+        yield db
     finally:
         db.close()
