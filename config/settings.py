@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    TomlConfigSettingsSource,
 )
 
 from picobridge.config.agents import check_agents, named_agents
@@ -54,11 +54,16 @@ __all__ = ["ENV_PREFIX", "ConfigError", "Settings", "credential_files", "load_se
 DEFAULT_CONFIG_PATH = Path("/etc/picobridge/config.toml")
 SYSTEM_STATE_DIR = Path("/var/lib/picobridge")
 
-# The config file `load_settings` is reading, for the TOML source. Given to the source
-# directly: pydantic-settings warns on stderr about a `toml_file` in model_config when the
-# TOML source it finds is wrapped (as ours is). A context variable rather than a subclass per
-# load: each subclass was a second validator of the whole model, built again at every load.
-_TOML_PATH: ContextVar[Path | None] = ContextVar("picobridge_toml_path", default=None)
+# The tables of the config file `load_settings` is reading, for the file's source. A context
+# variable rather than a subclass per load: each subclass was a second validator of the whole
+# model, built again at every load.
+_TOML_DATA: ContextVar[dict[str, Any] | None] = ContextVar("picobridge_toml_data", default=None)
+
+
+class _ConfigFile(InitSettingsSource):
+    """The config file's tables as `load_settings` read them, lowest of the sources: what
+    pydantic-settings' TomlConfigSettingsSource gives, without reading the file a second time
+    (nor finding it changed since it was checked)."""
 
 
 # A section's default: its model validated from nothing by the settings model's own validator
@@ -118,7 +123,7 @@ class CoreSettings(BaseSettings):
             WithBotCredentials(settings_cls, env_settings, platforms, files_win=False),
             CredentialsSource(settings_cls, credential_files(platforms) | VOICE_CREDENTIALS),
             WithBotCredentials(settings_cls,
-                               TomlConfigSettingsSource(settings_cls, toml_file=_TOML_PATH.get()),
+                               _ConfigFile(settings_cls, _TOML_DATA.get() or {}),
                                platforms, files_win=True),
         )
 
@@ -340,7 +345,7 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
     if _unknown_keys(raw, model):
         raise ConfigError("; ".join(_unknown_keys(raw, settings_model(every))) + where)
 
-    reading = _TOML_PATH.set(path)
+    reading = _TOML_DATA.set(raw)
     try:
         return model()
     except SettingsError as exc:
@@ -361,4 +366,4 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None,
         raise ConfigError(f"invalid configuration{where} (or PICOBRIDGE_* environment): "
                           f"{details}") from None
     finally:
-        _TOML_PATH.reset(reading)
+        _TOML_DATA.reset(reading)
