@@ -26,6 +26,7 @@ once more: a possible duplicate, as a cut during the platform's own answer alway
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -206,54 +207,31 @@ class Database:
         # Batched writes queued before it for the next flush go first: what a caller wrote
         # before it reads is read back.
         await self._drained()
+        await self._open_transaction_ended()
+        return list(await self._db.execute_fetchall(sql, params))
+
+    async def _open_transaction_ended(self) -> None:
+        """Wait out a transaction another coroutine holds open, without taking the lock for
+        what the caller does next (it returns without a turn of the loop when none is open)."""
         while self._lock.locked():
             async with self._lock:
                 pass
-        return list(await self._db.execute_fetchall(sql, params))
 
     async def _write_batch(self, entries: Sequence[tuple[Write[Any, Any], Any]]) -> list[Any]:
         """Commit a flush's writes as one transaction in one call to the database thread:
         synced when any of them must be, else without a sync of its own (the module's note)."""
-        batch = [(write, *write.statement(items), items) for write, items in runs(entries)]
+        batch: list[_Run] = [(write, *write.statement(items), items)
+                             for write, items in runs(entries)]
         synced = any(write.synced for write, *_ in batch)
         # As in `_all`: wait out an open transaction, then no await until the call is queued.
-        while self._lock.locked():
-            async with self._lock:
-                pass
-        conn = self._db._conn
-
-        def commit() -> tuple[list[Any], bool]:
-            changes = conn.total_changes
-            if not synced:
-                conn.execute("PRAGMA synchronous=NORMAL")
-            try:
-                if len(batch) == 1:  # one statement is its own transaction
-                    write, sql, params, items = batch[0]
-                    return list(write.results(items, conn.execute(sql, params).fetchall())), \
-                        conn.total_changes != changes
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    results = [result for write, sql, params, items in batch
-                               for result in write.results(
-                                   items, conn.execute(sql, params).fetchall())]
-                    conn.execute("COMMIT")
-                except BaseException:
-                    # SQLite ends it itself on some errors (a full disk at COMMIT), not all:
-                    # left open, every statement after it would join it, never committed.
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                return results, conn.total_changes != changes
-            finally:
-                if not synced:
-                    conn.execute("PRAGMA synchronous=FULL")
-
+        await self._open_transaction_ended()
         # Numbered as queued: a synced commit queued after it carries it (one thread, in order).
         mark = self._lazy_count
         if not synced:
             self._lazy_count += 1
             self._unsynced.append((self._lazy_count, asyncio.get_running_loop().time()))
-        done: tuple[list[Any], bool] = await self._db._execute(commit)  # type: ignore[no-untyped-call]
+        done: tuple[list[Any], bool] = await self._db._execute(  # type: ignore[no-untyped-call]
+            _commit_runs, self._db._conn, batch, synced)
         results, wrote = done
         if not synced:
             if self._sync_task is None:
@@ -296,3 +274,38 @@ class Database:
     async def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = await self._all(sql, params)
         return rows[0] if rows else None
+
+
+# One run of a flush: its kind of write, the statement and parameters, and its items.
+_Run = tuple[Write[Any, Any], str, Sequence[Any], list[Any]]
+
+
+def _commit_runs(conn: sqlite3.Connection, batch: Sequence[_Run], synced: bool
+                 ) -> tuple[list[Any], bool]:
+    """In the database thread: a flush's runs committed as one transaction (synced or not),
+    their results, and whether anything was written."""
+    changes = conn.total_changes
+    if not synced:
+        conn.execute("PRAGMA synchronous=NORMAL")
+    try:
+        if len(batch) == 1:  # one statement is its own transaction
+            return _results(conn, batch[0]), conn.total_changes != changes
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            results = [result for run in batch for result in _results(conn, run)]
+            conn.execute("COMMIT")
+        except BaseException:
+            # SQLite ends it itself on some errors (a full disk at COMMIT), not all: left
+            # open, every statement after it would join it, never committed.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results, conn.total_changes != changes
+    finally:
+        if not synced:
+            conn.execute("PRAGMA synchronous=FULL")
+
+
+def _results(conn: sqlite3.Connection, run: _Run) -> list[Any]:
+    write, sql, params, items = run
+    return list(write.results(items, conn.execute(sql, params).fetchall()))
