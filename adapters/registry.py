@@ -78,11 +78,7 @@ def build_adapters(settings: Settings) -> list[Adapter]:
 def allow_lists(settings: Settings) -> dict[str, frozenset[str]]:
     """Who each bot's section lets in; nobody on a platform the configuration does not name
     (its one bot has its section's defaults, which are nobody)."""
-    lists: dict[str, frozenset[str]] = {}
-    for name, p in settings.platforms.items():
-        if name not in settings.named_platforms:
-            lists[name] = frozenset()
-            continue
-        for bot, section in p.bots(settings.section(name)).items():
-            lists[bot] = p.allowed_users(section)
+    lists = dict.fromkeys(settings.platforms, frozenset[str]())
+    lists.update((bot, p.allowed_users(section))
+                 for bot, (p, section) in bots(settings, named_only=True).items())
     return lists
