@@ -23,6 +23,8 @@ from picobridge.config.values import (
     PositiveFloat,
     PositiveInt,
     Secret,
+    empty_dict,
+    empty_list,
 )
 
 # The shipped example config carries these markers in place of real secrets.
@@ -120,13 +122,13 @@ class WorkerSettings(Section):
 @dataclass(frozen=True, kw_only=True)
 class AgentSettings(Section):
     # Default: the protocol's own command (agent/protocols/__init__.py).
-    command: Annotated[list[str], MinLen(1)] = field(default_factory=list)
+    command: Annotated[list[str], MinLen(1)] = field(default_factory=empty_list)
     protocol: str = "picobot-json"
     # Default: <state_dir>/workspace. Keep it stable: agents record it (pi's session files).
     workdir: Path | None = None
     # prime-rpc: where each session's file lives. Default: <state_dir>/agent-sessions.
     sessions_dir: Path | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=empty_dict)
     ready_timeout: PositiveFloat = 30.0
     ping_interval: PositiveFloat = 15.0
     ping_timeout: PositiveFloat = 10.0
@@ -138,9 +140,9 @@ class AgentSettings(Section):
     max_in_flight: PositiveInt = 1
     restart_budget: PositiveFloat = 300.0
     pool_size: PositiveInt = 1
-    workers: list[WorkerSettings] = field(default_factory=list)
+    workers: list[WorkerSettings] = field(default_factory=empty_list)
     # /model offers only these of the agent's models (provider/id or id); empty: all.
-    models: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=empty_list)
 
     def workdir_in(self, state_dir: Path) -> Path:
         """The agent's working directory: `agent.workdir`, else `<state_dir>/workspace` (never
@@ -180,7 +182,7 @@ class RouteSettings(Section):
     users: list[str] | None = None
     kind: Literal["private", "group"] | None = None
     # Agents a chat of this route may switch to with /agent (its own agent is always one).
-    switchable: list[str] = field(default_factory=list)
+    switchable: list[str] = field(default_factory=empty_list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,7 +203,7 @@ class LimitsSettings(Section):
     messages_per_hour: NonNegativeInt = 0
     messages_per_day: NonNegativeInt = 0
     # Users never limited, named "platform:user_id" as `picobridge access` names them.
-    exempt_users: list[str] = field(default_factory=list)
+    exempt_users: list[str] = field(default_factory=empty_list)
 
 
 @dataclass(frozen=True, kw_only=True)

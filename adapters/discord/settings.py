@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from annotated_types import Le
 
 from picobridge.config.sections import Section, cleaned
-from picobridge.config.values import After, PositiveInt, Secret
+from picobridge.config.values import After, PositiveInt, Secret, empty_list
 
 
 def _snowflakes(value: object) -> object:
@@ -24,7 +24,7 @@ class DiscordSettings(Section):
     token: Annotated[Secret | None, cleaned("discord.token")] = None
     # The REST API base; the gateway's address comes from its /gateway/bot answer.
     base_url: str = "https://discord.com/api/v10"
-    allowed_users: Annotated[list[str], After(_snowflakes)] = field(default_factory=list)
+    allowed_users: Annotated[list[str], After(_snowflakes)] = field(default_factory=empty_list)
     # "all": every guild the bot is in (slash commands registered globally); "none": DMs
     # only; or a list of guild ids (slash commands registered in each, at once).
     guilds: Annotated[Literal["all", "none"] | list[str], After(_snowflakes)] = "all"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from picobridge.config.sections import Section, cleaned
-from picobridge.config.values import After, PositiveFloat, PositiveInt, Secret
+from picobridge.config.values import After, PositiveFloat, PositiveInt, Secret, empty_list
 
 # A Matrix user id: @localpart:server (the server part may carry a port).
 USER_ID = re.compile(r"^@[^:\s]+:[^\s]+$")
@@ -45,14 +45,14 @@ class MatrixSettings(Section):
     password: Annotated[Secret | None, cleaned("matrix.password")] = None
     device_id: str | None = None
     device_name: str = "picobridge"
-    allowed_users: Annotated[list[str], After(_matrix_ids)] = field(default_factory=list)
+    allowed_users: Annotated[list[str], After(_matrix_ids)] = field(default_factory=empty_list)
     # Where the bot talks: "direct" (only rooms of the bot and one person), "mentions" (also
     # rooms with more people, when mentioned or replied to; threads it is in without), "all"
     # (every message in every room it is in).
     rooms: Literal["direct", "mentions", "all"] = "mentions"
     # Room ids the bot may join besides direct chats; empty: any room an allowed user invites
     # it to.
-    allowed_rooms: list[str] = field(default_factory=list)
+    allowed_rooms: list[str] = field(default_factory=empty_list)
     command_prefix: str = "!"
     reaction_done: str = "✅"
     stream: bool = False

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from picobridge.config.sections import BotEntry, Section, cleaned
-from picobridge.config.values import PositiveFloat, PositiveInt, Secret
+from picobridge.config.values import PositiveFloat, PositiveInt, Secret, empty_list
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,8 +23,8 @@ class SlackAppSettings(Section):
     silence_timeout: PositiveFloat = 120.0
     base_url: str = "https://slack.com/api/"
     events_path: str = "/slack/events"
-    allowed_users: list[str] = field(default_factory=list)
-    allowed_channels: list[str] = field(default_factory=list)
+    allowed_users: list[str] = field(default_factory=empty_list)
+    allowed_channels: list[str] = field(default_factory=empty_list)
     file_hosts: list[str] = field(default_factory=lambda: ["files.slack.com"])
     allow_bots: bool = False
     slash_command: str = "/picobridge"
@@ -61,4 +61,4 @@ class SlackApp(BotEntry, SlackAppSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class SlackSettings(SlackAppSettings):
-    apps: list[SlackApp] = field(default_factory=list)
+    apps: list[SlackApp] = field(default_factory=empty_list)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from picobridge.config.sections import BotEntry, Section, cleaned
-from picobridge.config.values import After, PositiveFloat, PositiveInt, Secret
+from picobridge.config.values import After, PositiveFloat, PositiveInt, Secret, empty_list
 
 # What python-telegram-bot's httpx transport (with the socks extra) can use.
 PROXY_SCHEMES = ("http", "https", "socks4", "socks5", "socks5h")
@@ -27,7 +27,7 @@ class TelegramBotSettings(Section):
     token: Annotated[Secret | None, cleaned("telegram.token")] = None
     base_url: str = "https://api.telegram.org/bot"
     base_file_url: str = "https://api.telegram.org/file/bot"
-    allowed_users: list[int] = field(default_factory=list)
+    allowed_users: list[int] = field(default_factory=empty_list)
     mode: Literal["polling", "webhook"] = "polling"
     webhook_url: str | None = None
     webhook_path: str = "/telegram/webhook"
@@ -62,4 +62,4 @@ class TelegramBot(BotEntry, TelegramBotSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class TelegramSettings(TelegramBotSettings):
-    bots: list[TelegramBot] = field(default_factory=list)
+    bots: list[TelegramBot] = field(default_factory=empty_list)
