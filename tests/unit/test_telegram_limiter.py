@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from telegram import Bot
+from telegram.request import BaseRequest, HTTPXRequest
 
 from picobridge.adapters.telegram.http import AiohttpRequest
 from picobridge.adapters.telegram.limiter import (
@@ -27,10 +28,19 @@ async def fake() -> AsyncIterator[FakeTelegram]:
         yield f
 
 
-def limited_bot(fake: FakeTelegram, limits: FloodLimits) -> Bot:
-    request = LimitedRequest(AiohttpRequest(pool_size=32, read_timeout=10.0, write_timeout=10.0,
-                                            connect_timeout=10.0, pool_timeout=10.0), limits)
-    return Bot(fake.token, base_url=fake.base_url, base_file_url=fake.base_file_url,
+def limited_bot(fake: FakeTelegram, limits: FloodLimits, transport: str = "aiohttp") -> Bot:
+    base_url = fake.base_url
+    inner: BaseRequest
+    if transport == "aiohttp":
+        inner = AiohttpRequest(pool_size=32, read_timeout=10.0, write_timeout=10.0,
+                               connect_timeout=10.0, pool_timeout=10.0)
+    else:
+        # PTB's own transport, as telegram.proxy_url uses it: the fake is the proxy too
+        # (it serves absolute-form requests by path), and only it can answer.
+        inner = HTTPXRequest(connection_pool_size=32, proxy=fake.url)
+        base_url = "http://api.telegram.invalid/bot"
+    request = LimitedRequest(inner, limits)
+    return Bot(fake.token, base_url=base_url, base_file_url=fake.base_file_url,
                request=request, get_updates_request=request)
 
 
@@ -47,9 +57,10 @@ def test_groups_are_told_from_private_chats_by_their_ids(chat_id: object,
     assert group_of(chat_id) == group
 
 
-async def test_sends_go_out_at_telegrams_overall_rate(fake: FakeTelegram) -> None:
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx through a proxy"])
+async def test_sends_go_out_at_telegrams_overall_rate(fake: FakeTelegram, transport: str) -> None:
     chats = range(1001, 1001 + 2 * PER_SECOND)
-    async with limited_bot(fake, FloodLimits()) as bot:
+    async with limited_bot(fake, FloodLimits(), transport) as bot:
         await asyncio.gather(*(bot.send_message(chat, f"to {chat}") for chat in chats))
     times = [c.time for c in fake.calls_to("sendMessage")]
     assert len(times) == len(chats)
