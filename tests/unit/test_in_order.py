@@ -5,6 +5,7 @@ piece does to the work behind it in each mode; nothing kept for a key whose work
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections.abc import Coroutine
@@ -179,7 +180,8 @@ async def test_shutdown_stops_every_chats_work_and_keeps_nothing() -> None:
         works.append(forever(name))
         return works[-1]
 
-    pieces = [serial.run(f"chat-{n % 3}", lambda n=n: make(f"piece {n}")) for n in range(9)]
+    pieces = [serial.run(f"chat-{n % 3}", functools.partial(make, f"piece {n}"))
+              for n in range(9)]
     await three_began.wait()
     assert sorted(began) == ["piece 0", "piece 1", "piece 2"]  # one per chat at a time
     assert len(tasks) == 9  # held by the adapter part's task set
@@ -197,8 +199,8 @@ async def test_many_chats_that_went_idle_cost_nothing() -> None:
     async def quick(n: int) -> int:
         return n
 
-    done = [serial.run(f"chat-{n}", lambda n=n: quick(n)) for n in range(2000)]
-    done += [serial.run(f"chat-{n}", lambda n=n: quick(-n)) for n in range(2000)]
+    done = [serial.run(f"chat-{n}", functools.partial(quick, n)) for n in range(2000)]
+    done += [serial.run(f"chat-{n}", functools.partial(quick, -n)) for n in range(2000)]
     assert len(serial) == 2000  # each chat's latest piece, while under way
     results = await asyncio.gather(*done)
     assert results == list(range(2000)) + [-n for n in range(2000)]
