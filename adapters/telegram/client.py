@@ -15,7 +15,6 @@ from telegram import Bot
 from telegram.request import BaseRequest, HTTPXRequest
 
 from picobridge.adapters.telegram.http import AiohttpRequest
-from picobridge.adapters.telegram.limiter import FloodLimits, LimitedRequest
 
 if TYPE_CHECKING:
     from picobridge.adapters.telegram.settings import TelegramBotSettings
@@ -40,6 +39,10 @@ def make_bot(token: str, cfg: TelegramBotSettings) -> tuple[Bot, BaseRequest]:
     # (and a read timeout that PTB extends by the poll timeout).
     sends = request(cfg, 32, media_write=120.0)
     if cfg.rate_limiter:
+        # Loaded only when on: aiolimiter reads its package metadata when imported, which
+        # brings importlib.metadata, zipfile and csv (about 0.6 MB) if nothing else has.
+        from picobridge.adapters.telegram.limiter import FloodLimits, LimitedRequest
+
         sends = LimitedRequest(sends, FloodLimits())
     polls = request(cfg, 2, read=10.0, write=10.0, pool=5.0)
     return Bot(token, base_url=cfg.base_url, base_file_url=cfg.base_file_url,
