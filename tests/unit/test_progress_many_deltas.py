@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telegram.ext import ExtBot
+from telegram import Bot
 
 import picobridge.adapters.slack.progress as slack_progress
 import picobridge.adapters.telegram.progress as telegram_progress
 from picobridge.adapters.slack.adapter import SlackAdapter
 from picobridge.adapters.telegram.progress import ProgressDisplay
-from picobridge.config.settings import Settings
+from picobridge.config.loader import settings_of
 from picobridge.contract import (
     ChatRef,
     Outcome,
@@ -36,7 +36,7 @@ async def telegram(monkeypatch: pytest.MonkeyPatch
                    ) -> AsyncIterator[tuple[FakeTelegram, ProgressDisplay]]:
     monkeypatch.setattr(telegram_progress, "EDIT_INTERVAL_PRIVATE", 0.05)
     async with FakeTelegram() as fake:
-        bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url)
+        bot: Bot = Bot(fake.token, base_url=fake.base_url)
         await bot.initialize()
         display = ProgressDisplay(bot, bot, stream=True, show_tools=False, typing_cap=30,
                                   scrub=str)
@@ -57,7 +57,7 @@ async def slack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         sections: dict[str, Any] = {"slack": {
             "bot_token": fake.bot_token, "app_token": fake.app_token,
             "base_url": fake.api_url, "stream": True}}
-        settings = Settings(state_dir=tmp_path, **sections)
+        settings = settings_of(state_dir=tmp_path, **sections)
         adapter = SlackAdapter(settings)
         await adapter.start(StubBridge())
         try:
