@@ -7,7 +7,9 @@ unhealthy and withholds systemd's watchdog keep-alives, so the service manager r
 whole daemon instead of leaving it up and useless.
 
 Short-lived background work (`keep`) is held until done, so that it can be waited for; its
-failure is logged, never restarted (it is one step of something the store keeps).
+failure is logged, never restarted (it is one step of something the store keeps). Work that
+must happen in the order it came, per chat, goes through `InOrder`: the one per-chat order of
+the core and the platforms alike (adapters/common/serial.py is its platforms' face).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger("picobridge.supervision")
 
@@ -31,6 +33,7 @@ FAILING_COUNT = 5
 FAILING_WINDOW = 300.0
 
 TaskFactory = Callable[[], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -111,64 +114,116 @@ class TaskSupervisor:
             delay = min(BACKOFF_CAP, delay * 2)
 
 
-def keep(tasks: set[asyncio.Task[None]], work: Coroutine[Any, Any, None],
-         name: str, then: Callable[[asyncio.Task[None]], None] | None = None
-         ) -> asyncio.Task[None]:
+def keep(tasks: set[asyncio.Task[Any]], work: Coroutine[Any, Any, T], name: str,
+         then: Callable[[asyncio.Task[T]], None] | None = None, *, report: bool = True
+         ) -> asyncio.Task[T]:
     """Run `work` in a task held in `tasks` until it is done (so it can be waited for).
 
     Such work is one step of something larger (a message on its way to its lane, an answer
     into the store), so it is not started again: whatever it held waits in the store for the
     next start. Its failure is logged at once, with the task's name and the traceback, since
     nobody may ever look at the task's result (asyncio would say so, if at all, only when
-    the task is collected)."""
+    the task is collected). `report=False` is for a task whose caller awaits it and handles
+    its failure: it is then only marked retrieved here."""
     task = asyncio.create_task(work, name=name)
     tasks.add(task)
 
     # One callback, not one for each step: each is a turn of its own in the event loop's
     # queue, and a message's answer goes through here.
-    def finished(done: asyncio.Task[None]) -> None:
+    def finished(done: asyncio.Task[T]) -> None:
         tasks.discard(done)
         if then is not None:
             then(done)
-        _log_failure(done)
+        if report:
+            _log_failure(done)
+        elif not done.cancelled():
+            done.exception()
 
     task.add_done_callback(finished)
     return task
 
 
 class InOrder:
-    """Work kept per key (a chat) in tasks held in `tasks`, each begun only once the key's
-    work before it is done: what must happen in the order it came, where one step may wait
-    (an answer held by a store outage, a message waiting for its chat's busy mode)."""
+    """Work kept per key (a chat) in tasks held in `tasks`, each begun only once all of the
+    key's work added before it has ended, while other keys' work runs alongside: what must
+    happen in the order it came, where one step may wait (an answer held by a store outage, a
+    message waiting for its chat's busy mode, a file to download).
 
-    def __init__(self, tasks: set[asyncio.Task[None]]) -> None:
+    A failed piece is logged here (`report`, for work nobody looks at again) or left to the
+    caller awaiting its task (`report=False`). The work behind it goes on, or, with `refuse`,
+    raises what `refuse()` returns instead of beginning (for a platform that sends the failed
+    piece again and must not see later ones go first) until the key's work has all ended.
+    A piece cancelled before its turn never begins, and counts as failed for `refuse`; what
+    comes behind it still waits for what came before it. Only keys with work not ended are
+    kept: an idle chat costs nothing."""
+
+    def __init__(self, tasks: set[asyncio.Task[Any]], *, report: bool = True,
+                 refuse: Callable[[], Exception] | None = None) -> None:
         self._tasks = tasks
-        self._last: dict[str, asyncio.Task[None]] = {}  # each key's latest work
+        self._report = report
+        self._refuse = refuse
+        # Each key's latest piece: its task, or, for a piece that had to wait, a future set
+        # (to whether it failed) once it and everything before it have ended. A task alone
+        # would not do: one cancelled before it ran ends at once, ahead of what it waited for.
+        self._tails: dict[Hashable, asyncio.Future[Any]] = {}
 
-    def waiting(self, key: str) -> bool:
-        """Whether work of this key is not done yet (work added now would wait for it)."""
-        return key in self._last
+    def __len__(self) -> int:
+        """How many keys have work not ended."""
+        return len(self._tails)
 
-    def add(self, key: str, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        def forget(done: asyncio.Task[None]) -> None:
-            if self._last.get(key) is done:
-                del self._last[key]
+    def waiting(self, key: Hashable) -> bool:
+        """Whether work of this key has not ended (work added now would wait for it)."""
+        return key in self._tails
 
-        previous = self._last.get(key)
-        if previous is None or previous.done():
-            task = keep(self._tasks, work, name, forget)  # nothing to wait for (most often)
-        else:
-            task = keep(self._tasks, _after(previous, work), name, forget)
-        self._last[key] = task
+    def add(self, key: Hashable, work: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        """Run `work` once the key's work added before it has ended; its task gives the result."""
+        previous = self._tails.get(key)
+        if previous is None or (previous.done() and not (
+                self._refuse is not None and _failed(previous))):
+            # Nothing to wait for (most often): the work runs without a wrapping coroutine.
+            def forget(done: asyncio.Task[T]) -> None:
+                if self._tails.get(key) is done:
+                    del self._tails[key]
+
+            task = keep(self._tasks, work, name, forget, report=self._report)
+            self._tails[key] = task
+            return task
+        handed = asyncio.get_running_loop().create_future()
+
+        def ended(done: asyncio.Task[T]) -> None:
+            work.close()  # a no-op unless it was cancelled before its turn: it never began
+            failed = _failed(done)
+            if previous.done():
+                self._hand_over(key, handed, failed)
+            else:
+                previous.add_done_callback(lambda _: self._hand_over(key, handed, failed))
+
+        task = keep(self._tasks, self._after(previous, work), name, ended, report=self._report)
+        self._tails[key] = handed
         return task
 
+    def _hand_over(self, key: Hashable, handed: asyncio.Future[bool], failed: bool) -> None:
+        handed.set_result(failed)
+        if self._tails.get(key) is handed:
+            del self._tails[key]
 
-async def _after(previous: asyncio.Task[None], work: Coroutine[Any, Any, None]) -> None:
-    await asyncio.wait([previous])  # its failure is logged by keep; this one goes on
-    await work
+    async def _after(self, previous: asyncio.Future[Any], work: Coroutine[Any, Any, T]) -> T:
+        await asyncio.wait([previous])  # not `await previous`: cancelling this must not end it
+        refuse = self._refuse
+        if refuse is not None and _failed(previous):
+            raise refuse()
+        return await work
 
 
-def _log_failure(task: asyncio.Task[None]) -> None:
+def _failed(piece: asyncio.Future[Any]) -> bool:
+    """Whether a piece that ended failed: its task raised or was cancelled, or its hand-over
+    says so."""
+    if isinstance(piece, asyncio.Task):
+        return piece.cancelled() or piece.exception() is not None
+    return bool(piece.result())
+
+
+def _log_failure(task: asyncio.Task[Any]) -> None:
     if task.cancelled():
         return
     failure = task.exception()

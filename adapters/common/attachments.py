@@ -15,7 +15,7 @@ from collections.abc import AsyncIterable
 from pathlib import Path
 
 from picobridge.config.sections import AttachmentSettings
-from picobridge.contract import Attachment, safe_name
+from picobridge.contract import Attachment, human_size, safe_name
 
 __all__ = ["AttachmentPolicy", "AttachmentRefused", "safe_name"]
 
@@ -34,10 +34,6 @@ def _looks_textual(mime: str | None, name: str) -> bool:
     if mime is None or mime == "application/octet-stream":
         return True  # decide by content
     return mime.startswith("text/") or mime in _TEXT_MIMES or name.endswith((".md", ".txt"))
-
-
-def _human(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MB" if size >= 1024 * 1024 else f"{size // 1024} KB"
 
 
 class AttachmentPolicy:
@@ -63,7 +59,8 @@ class AttachmentPolicy:
             limit = platform_limit
         if size > limit:
             raise AttachmentRefused(
-                f"The file {name!r} is {_human(size)}; I can take files up to {_human(limit)}.")
+                f"The file {name!r} is {human_size(size)}; "
+                f"I can take files up to {human_size(limit)}.")
 
     async def read_capped(self, name: str, chunks: AsyncIterable[bytes],
                           platform_limit: int | None = None) -> bytearray:
@@ -76,7 +73,7 @@ class AttachmentPolicy:
         data = bytearray()
         async for chunk in chunks:
             if len(data) + len(chunk) > limit:
-                raise AttachmentRefused(f"The file {name!r} is over {_human(limit)}, the most "
+                raise AttachmentRefused(f"The file {name!r} is over {human_size(limit)}, the most "
                                         "I can take.")
             data += chunk
         return data

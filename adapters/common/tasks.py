@@ -25,6 +25,12 @@ class TaskSet:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    @property
+    def held(self) -> set[asyncio.Task[Any]]:
+        """The tasks themselves, for work started by the per-chat order (serial.py) to be
+        held, waited for and stopped with the rest."""
+        return self._tasks
+
     def spawn(self, work: Coroutine[Any, Any, T], *, name: str | None = None,
               report: bool = True) -> asyncio.Task[T]:
         """Run `work` in a task held here until it ends.

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from telegram import Bot, CallbackQuery, Message, Update, User
 
@@ -237,7 +238,7 @@ class _Album:
 class Dispatcher:
     """Runs `handle` for each update: in order within a chat, concurrently across chats."""
 
-    def __init__(self, handle: Callable[[Sequence[Update]], Awaitable[None]],
+    def __init__(self, handle: Callable[[Sequence[Update]], Coroutine[Any, Any, None]],
                  album_wait: float = ALBUM_WAIT) -> None:
         self._handle = handle
         self._album_wait = album_wait

@@ -25,7 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from picobridge.contract import HEAD_BYTES, OutboundFile, OutgoingReply, file_type, safe_name
+from picobridge.contract import (
+    HEAD_BYTES,
+    OutboundFile,
+    OutgoingReply,
+    file_type,
+    human_size,
+    safe_name,
+)
 from picobridge.private import FILE_MODE, private_dir
 
 log = logging.getLogger("picobridge.files")
@@ -55,10 +62,6 @@ NO_FILES: FileStage = _NoFiles()
 
 class Withheld(Exception):
     """The file is not sent; the message is the chat's note."""
-
-
-def _human(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MB" if size >= 1024 * 1024 else f"{size // 1024 + 1} KB"
 
 
 def _keep(source: Path, target: Path) -> None:
@@ -135,7 +138,8 @@ class OutboundFiles:
         if size > self._max_bytes:
             log.warning("agent file %s withheld: %d bytes, over attachments.outbound_max_bytes",
                         source, size)
-            raise Withheld(f"it is {_human(size)}, over the limit of {_human(self._max_bytes)}")
+            raise Withheld(f"it is {human_size(size)}, "
+                           f"over the limit of {human_size(self._max_bytes)}")
         return source
 
     def _copy(self, file: OutboundFile, display: str, target: Path) -> OutboundFile:

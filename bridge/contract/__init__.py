@@ -69,6 +69,9 @@ if TYPE_CHECKING:
     from picobridge.contract.platform import (
         Platform,
     )
+    from picobridge.contract.sizes import (
+        human_size,
+    )
     from picobridge.contract.sniff import (
         AGENT_IMAGE_TYPES,
         HEAD_BYTES,
@@ -114,6 +117,7 @@ __all__ = [
     "bot_platform",
     "catalogue",
     "file_type",
+    "human_size",
     "listed_commands",
     "ogg_opus",
     "safe_name",
@@ -138,6 +142,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
                  "scrub_surrogates"),
     "names": ("DEFAULT_AGENT", "DEFAULT_BOT", "bot_platform", "split_platform", "valid_name"),
     "platform": ("Platform",),
+    "sizes": ("human_size",),
     "sniff": ("AGENT_IMAGE_TYPES", "HEAD_BYTES", "OGG_OPUS", "agent_image_type", "file_type",
               "ogg_opus", "sniff_file", "sniff_mime"),
 }

@@ -120,7 +120,7 @@ async def test_files_in_are_downloaded_for_the_agent_and_too_big_ones_refused(
             fake.dm("and that", files=(("liar.bin", b"\1" * 50_000, "application/octet-stream"),),
                     declared_size=100)
             told = await fake.wait_for_reply(dm, "The file 'liar.bin' is 48 KB")
-            assert "up to 3 KB" in told.content
+            assert "up to 4,000 bytes" in told.content
         first, second, third = AgentJournal(tmp_path / "agent").messages()
         assert first["attachments"] == [{"name": "notes.txt",
                                          "content": "line one\nline two\n"}]

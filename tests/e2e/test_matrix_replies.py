@@ -197,7 +197,7 @@ async def test_a_file_over_the_limit_is_refused_whatever_its_size_claims(
         await me.send(room, {"msgtype": "m.file", "body": "big.bin", "url": uri,
                              "info": {"mimetype": "application/octet-stream", "size": 100}})
         refusal = await me.wait_for_message(room, bot.user_id)
-        assert "big.bin" in body(refusal) and "4 KB" in body(refusal)
+        assert "big.bin" in body(refusal) and "4,096 bytes" in body(refusal)
         await me.say(room, "still there?")
         await me.wait_for_message(room, bot.user_id, lambda e: body(e) == "echo: still there?")
         assert not list((tmp_path / "state" / "media").rglob("*big.bin"))

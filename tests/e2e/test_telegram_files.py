@@ -73,7 +73,7 @@ async def test_files_over_the_limits_are_refused_clearly(tmp_path: Path) -> None
             refusal = await reply_containing(fake, USER, "movie.mp4")
             assert "MB" in (refusal.text or "")
             fake.user_document(USER, USER, b"y" * 5000, "big.bin", caption="and this")
-            await reply_containing(fake, USER, "'big.bin' is 4 KB")
+            await reply_containing(fake, USER, "'big.bin' is 5,000 bytes")
             answer = await reply_containing(fake, USER, "echo: and this")
             assert "could not be received" in (answer.text or "")
             # A stranger's file is never fetched.

@@ -95,7 +95,8 @@ def test_files_outside_the_allowed_folders_missing_or_too_large_are_notes(
         "📎 secret was not sent: withheld (not in a folder the bridge sends files from)",
         "📎 link was not sent: withheld (not in a folder the bridge sends files from)",
         "📎 gone.png was not sent: the file was not found",
-        "📎 big.pdf was not sent: it is 3 KB, over the limit of 3 KB",
+        f"📎 big.pdf was not sent: it is {len(PDF) + 1:,} bytes, "
+        f"over the limit of {len(PDF):,} bytes",
         "📎 sub was not sent: withheld (not a regular file)",
         "📎 file was not sent: the agent named no file"]
     assert "outside attachments.outbound_dirs" in caplog.text

@@ -384,7 +384,8 @@ async def test_refused_files_are_explained_to_the_user(
     dm = fake.dm_channel(DEFAULT_USER)
     await fake.wait_for(lambda: len(fake.posted_messages(dm)) == 2)
     notices = sorted(m.text for m in fake.posted_messages(dm))
-    assert "big.log" in notices[0] and "1000" not in notices[0] and "KB" in notices[0]
+    assert "big.log" in notices[0] and "is 5,000 bytes" in notices[0]
+    assert "up to 1,000 bytes" in notices[0]
     assert "z.txt" in notices[1] and "may not fetch" in notices[1]
     assert fake.downloads == [] and bridge.submitted == []
 
