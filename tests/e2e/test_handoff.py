@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
@@ -24,15 +25,29 @@ def cmdline(pid: int) -> list[bytes]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
 
 
-async def until_daemon_proper(daemon: Daemon) -> int:
-    """The pid, once it runs the daemon proper. Looked at often: there is no event for an exec."""
+async def until(daemon: Daemon, seen: Callable[[int], bool]) -> int:
+    """The pid, once `seen(pid)`. Looked at often: there is no event for an exec or a
+    change of signal mask."""
     assert daemon.proc is not None
     pid = daemon.proc.pid
     async with asyncio.timeout(WAIT):
-        while DAEMON_PROPER not in cmdline(pid):
+        while not seen(pid):
             assert daemon.proc.returncode is None, daemon.log
             await asyncio.sleep(0.001)
     return pid
+
+
+async def until_daemon_proper(daemon: Daemon) -> int:
+    return await until(daemon, lambda pid: DAEMON_PROPER in cmdline(pid))
+
+
+def blocked(pid: int) -> set[signal.Signals]:
+    """The signals process `pid` holds blocked (SigBlk in /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            mask = int(line.split()[1], 16)
+            return {sig for sig in signal.Signals if mask & (1 << (sig - 1))}
+    raise AssertionError(f"no SigBlk in /proc/{pid}/status")
 
 
 def pipes(pid: int, fds: range | None = None) -> set[str]:
@@ -141,3 +156,14 @@ async def test_a_sigterm_while_it_becomes_the_daemon_stops_it_in_order(tmp_path:
     assert daemon.log.index("shutting down") > stopping
     assert "Traceback" not in daemon.log
 
+
+
+async def test_a_sigterm_while_run_checks_the_configuration_stops_it_in_order(
+        tmp_path: Path) -> None:
+    async with FakeTelegram() as fake, Daemon(telegram_config(tmp_path, fake)) as daemon:
+        # `run` holds the stop signals from its start: the SIGTERM comes while it validates
+        # (or, on a slow day, once it has become the daemon proper: the same for the operator).
+        pid = await until(daemon, lambda pid: {signal.SIGTERM, signal.SIGINT} <= blocked(pid))
+        os.kill(pid, signal.SIGTERM)
+        assert await daemon.wait(WAIT) == 0, daemon.log[-2000:]
+    assert daemon.log.index("shutting down") > daemon.log.index("SIGTERM received: stopping")
