@@ -10,10 +10,12 @@ The users are let in beforehand the way `picobridge access allow` does it (Store
 so the config stays small and the idle figure honest.
 
 `--platforms telegram` runs the daemon with Telegram alone (Slack not configured at all), for
-the idle figure of a Telegram-only bridge.
+the idle figure of a Telegram-only bridge. The daemon runs with telegram.rate_limiter off, so
+that 10,000 chats are not paced at 30 replies a second; `--rate-limiter` turns it on as a
+config does by default (give it a few hundred `--chats`).
 
 Run: `python bench/memory.py [--chats 10000] [--wave 500] [--only telegram|slack]
-[--platforms telegram|telegram,slack]`.
+[--platforms telegram|telegram,slack] [--rate-limiter]`.
 Targets (issue 21): idle <= 62 MB with both platforms, <= 50 MB with Telegram alone (80 MB
 otherwise); (after - idle) / chats <= 2 KB; the exit status is 1 when one is missed.
 The growth after the first wave is printed too: it leaves out one-time costs (lazy
@@ -122,7 +124,8 @@ class Load:
         await self.slack.wait_for(done, "every Slack message marked done", REPLY_TIMEOUT)
 
 
-async def main(chats: int, wave: int, only: str | None, platforms: str) -> int:
+async def main(chats: int, wave: int, only: str | None, platforms: str,
+               rate_limiter: bool = False) -> int:
     if platforms == "telegram":
         only = "telegram"
     half = {"telegram": chats, "slack": 0}.get(only or "", chats // 2)
@@ -137,7 +140,7 @@ async def main(chats: int, wave: int, only: str | None, platforms: str) -> int:
                 "token": telegram.token,
                 "base_url": telegram.base_url,
                 "base_file_url": telegram.base_file_url,
-                "rate_limiter": False,
+                "rate_limiter": rate_limiter,
             }
             if "slack" in platforms:
                 config["slack"] = {
@@ -202,7 +205,7 @@ async def main(chats: int, wave: int, only: str | None, platforms: str) -> int:
         f"message each, answered in {elapsed:.1f}s; daemon exit code {code}"
     )
     target = IDLE_TARGETS_MB.get(platforms, IDLE_TARGET_MB)
-    print(f"platforms  {platforms}")
+    print(f"platforms  {platforms}" + ("  (rate limiter on)" if rate_limiter else ""))
     print(f"idle RSS   {mb(idle):>9}  (target <= {target:.0f} MB; {idle_where})")
     print(f"after RSS  {mb(after):>9}  (peak {mb(peak)}; {after_where})")
     print(
@@ -228,5 +231,8 @@ if __name__ == "__main__":
         default="telegram,slack",
         help="the platforms the daemon runs",
     )
+    parser.add_argument("--rate-limiter", action="store_true",
+                        help="telegram.rate_limiter on, as by default (sends paced at 30/s)")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.chats, args.wave, args.only, args.platforms)))
+    sys.exit(asyncio.run(main(args.chats, args.wave, args.only, args.platforms,
+                              args.rate_limiter)))

@@ -71,8 +71,6 @@ def _quiet_library_logs() -> None:
         logger = logging.getLogger(name)
         if logger.getEffectiveLevel() < logging.INFO or logger.level == logging.NOTSET:
             logger.setLevel(logging.INFO if name == "telegram" else logging.WARNING)
-    # With max_retries=0 the limiter logs a traceback for every 429; the outbox logs it once.
-    logging.getLogger("telegram.ext.AIORateLimiter").setLevel(logging.CRITICAL)
 
 
 class TelegramAdapter(Adapter):

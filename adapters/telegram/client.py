@@ -1,16 +1,15 @@
 """The Bot API client a bot's adapter talks through: python-telegram-bot's Bot on our aiohttp
 transport (http.py), or on PTB's httpx one through telegram.proxy_url.
 
-With telegram.rate_limiter on (the default) the Bot is PTB's ExtBot with its AIORateLimiter;
-off, it is a plain Bot, and telegram.ext is never imported: the package loads all of PTB's
-application framework with it (Application, handlers, the job queue: about 2.3 MB resident),
-for a limiter the daemon then does not use. ExtBot adds nothing else the daemon uses: no
-defaults, no arbitrary callback data.
+With telegram.rate_limiter on (the default) its sends wait for Telegram's flood limits on
+that transport (limiter.py). A plain Bot either way: PTB's ExtBot would bring telegram.ext,
+all of PTB's application framework, and nothing else the daemon uses (no defaults, no
+arbitrary callback data).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from telegram import Bot
 from telegram.request import BaseRequest, HTTPXRequest
@@ -39,13 +38,12 @@ def make_bot(token: str, cfg: TelegramBotSettings) -> tuple[Bot, BaseRequest]:
     # Sends run concurrently for many chats; the long poll has a connection of its own
     # (and a read timeout that PTB extends by the poll timeout).
     sends = request(cfg, 32, media_write=120.0)
-    polls = request(cfg, 2, read=10.0, write=10.0, pool=5.0)
-    if not cfg.rate_limiter:
-        return Bot(token, base_url=cfg.base_url, base_file_url=cfg.base_file_url,
-                   request=sends, get_updates_request=polls), polls
-    from telegram.ext import AIORateLimiter, ExtBot
+    if cfg.rate_limiter:
+        # Loaded only when on: aiolimiter reads its package metadata when imported, which
+        # brings importlib.metadata, zipfile and csv (about 0.6 MB) if nothing else has.
+        from picobridge.adapters.telegram.limiter import FloodLimits, LimitedRequest
 
-    limited: ExtBot[Any] = ExtBot(token, base_url=cfg.base_url, base_file_url=cfg.base_file_url,
-                                  request=sends, get_updates_request=polls,
-                                  rate_limiter=AIORateLimiter(max_retries=0))
-    return limited, polls
+        sends = LimitedRequest(sends, FloodLimits())
+    polls = request(cfg, 2, read=10.0, write=10.0, pool=5.0)
+    return Bot(token, base_url=cfg.base_url, base_file_url=cfg.base_file_url,
+               request=sends, get_updates_request=polls), polls

@@ -25,7 +25,7 @@ def telegram_config(tmp: Path, fake: FakeTelegram, *agent_flags: str,
         "base_url": fake.base_url,
         "base_file_url": fake.base_file_url,
         "allowed_users": [USER, OTHER_USER],
-        # The limiter would only slow the tests down; it has nothing to check against a fake.
+        # The limiter would only slow the tests down; test_telegram_flood_limits has it on.
         "rate_limiter": False,
         **telegram,
     }

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telegram.ext import ExtBot
+from telegram import Bot
 
 import picobridge.adapters.slack.progress as slack_progress
 import picobridge.adapters.telegram.progress as telegram_progress
@@ -36,7 +36,7 @@ async def telegram(monkeypatch: pytest.MonkeyPatch
                    ) -> AsyncIterator[tuple[FakeTelegram, ProgressDisplay]]:
     monkeypatch.setattr(telegram_progress, "EDIT_INTERVAL_PRIVATE", 0.05)
     async with FakeTelegram() as fake:
-        bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url)
+        bot: Bot = Bot(fake.token, base_url=fake.base_url)
         await bot.initialize()
         display = ProgressDisplay(bot, bot, stream=True, show_tools=False, typing_cap=30,
                                   scrub=str)

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from telegram import CallbackQuery, InlineKeyboardMarkup, Message
-from telegram.ext import ExtBot
+from telegram import Bot, CallbackQuery, InlineKeyboardMarkup, Message
 
 from picobridge.adapters.common.buttons import (
     CLOSED,
@@ -90,12 +89,12 @@ def query(data: object = "d:ab12cd341:y", **fields: Any) -> dict[str, Any]:
 ])
 def test_unreadable_callback_queries_are_refused_without_quoting_them(raw: object) -> None:
     with pytest.raises(Malformed) as caught:
-        parse_update(raw, ExtBot("123:abc"))
+        parse_update(raw, Bot("123:abc"))
     assert PRIVATE not in str(caught.value) and "7391" not in str(caught.value)
 
 
 def test_readable_callback_queries() -> None:
-    bot = ExtBot("123:abc")
+    bot = Bot("123:abc")
     update = parse_update(query(), bot)
     assert update.callback_query is not None and update.callback_query.data == "d:ab12cd341:y"
     # A message older than 48 hours comes as inaccessible (date 0): still a readable click.
@@ -133,15 +132,15 @@ async def fake() -> AsyncIterator[FakeTelegram]:
 
 
 @pytest.fixture
-async def bot(fake: FakeTelegram) -> AsyncIterator[ExtBot[Any]]:
-    bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url,
+async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
+    bot: Bot = Bot(fake.token, base_url=fake.base_url,
                               base_file_url=fake.base_file_url)
     await bot.initialize()
     yield bot
     await bot.shutdown()
 
 
-async def asked_and_clicked(fake: FakeTelegram, bot: ExtBot[Any], asked: Asked, text: str,
+async def asked_and_clicked(fake: FakeTelegram, bot: Bot, asked: Asked, text: str,
                             button: str) -> tuple[int, CallbackQuery]:
     sent = await bot.send_message(CHAT_ID, text, reply_markup=keyboard(CONFIRM, asked))
     update = fake.press_button(CHAT_ID, sent.message_id, CHAT_ID, text=button)
@@ -151,7 +150,7 @@ async def asked_and_clicked(fake: FakeTelegram, bot: ExtBot[Any], asked: Asked, 
 
 
 async def test_a_click_is_held_through_a_storage_outage(
-        fake: FakeTelegram, bot: ExtBot[Any], caplog: pytest.LogCaptureFixture) -> None:
+        fake: FakeTelegram, bot: Bot, caplog: pytest.LogCaptureFixture) -> None:
     asked, bridge = Asked(), Bridge(outages=3)
     message_id, clicked = await asked_and_clicked(fake, bot, asked, "Deploy now?", "No")
     clicks = Clicks(bot, bridge, asked, StorageWait(hold=True, first=0.01, cap=0.02), str)
@@ -167,7 +166,7 @@ async def test_a_click_is_held_through_a_storage_outage(
 
 
 async def test_a_webhook_click_in_an_outage_is_refused_unanswered(
-        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+        fake: FakeTelegram, bot: Bot) -> None:
     asked, bridge = Asked(), Bridge(outages=1)
     _, clicked = await asked_and_clicked(fake, bot, asked, "Deploy now?", "Yes")
     clicks = Clicks(bot, bridge, asked, StorageWait(hold=False), str)
@@ -180,7 +179,7 @@ async def test_a_webhook_click_in_an_outage_is_refused_unanswered(
 
 
 async def test_a_question_too_long_for_its_answer_line_only_loses_its_keyboard(
-        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+        fake: FakeTelegram, bot: Bot) -> None:
     asked = Asked()
     text = "x" * 4090
     message_id, clicked = await asked_and_clicked(fake, bot, asked, text, "Yes")
@@ -192,7 +191,7 @@ async def test_a_question_too_long_for_its_answer_line_only_loses_its_keyboard(
 
 
 async def test_a_click_on_an_inaccessible_message_is_told_closed(
-        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+        fake: FakeTelegram, bot: Bot) -> None:
     asked = Asked()
     asked.remember(CONFIRM)
     sent = await bot.send_message(CHAT_ID, "old question")
@@ -209,7 +208,7 @@ async def test_a_click_on_an_inaccessible_message_is_told_closed(
 
 
 async def test_telegram_failing_after_the_answer_counted_is_only_logged(
-        fake: FakeTelegram, bot: ExtBot[Any], caplog: pytest.LogCaptureFixture) -> None:
+        fake: FakeTelegram, bot: Bot, caplog: pytest.LogCaptureFixture) -> None:
     asked, bridge = Asked(), Bridge()
     message_id, clicked = await asked_and_clicked(fake, bot, asked, "Deploy now?", "Yes")
     fake.fail_next("answerCallbackQuery", 400, error="Bad Request: query is too old")
@@ -221,12 +220,12 @@ async def test_telegram_failing_after_the_answer_counted_is_only_logged(
     assert fake.message(CHAT_ID, message_id) is not None
 
 
-def sender(bot: ExtBot[Any]) -> Sender:
+def sender(bot: Bot) -> Sender:
     return Sender(bot, PartLog(MemoryBridge(), "telegram"), max_chunks=4, scrub=str,
                   on_revoked=lambda: None)
 
 
-async def send_question(bot: ExtBot[Any], text: str, outbox_id: int = 1) -> Message:
+async def send_question(bot: Bot, text: str, outbox_id: int = 1) -> Message:
     markup = keyboard(CONFIRM, Asked())
     carrier = await sender(bot).send(ChatRef("telegram", str(CHAT_ID)), OutgoingReply(
         text, ReplyKind.QUESTION, outbox_id=outbox_id, dialog=CONFIRM), markup=markup)
@@ -235,7 +234,7 @@ async def send_question(bot: ExtBot[Any], text: str, outbox_id: int = 1) -> Mess
 
 
 async def test_the_send_hands_back_the_message_that_carries_the_keyboard(
-        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+        fake: FakeTelegram, bot: Bot) -> None:
     carrier = await send_question(bot, "**Deploy now?**")
     (message,) = fake.sent_messages(CHAT_ID)
     assert carrier.message_id == message.message_id and message.reply_markup is not None
@@ -255,7 +254,7 @@ async def test_the_send_hands_back_the_message_that_carries_the_keyboard(
 
 
 async def test_a_question_closed_otherwise_shows_how_and_loses_its_keyboard(
-        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+        fake: FakeTelegram, bot: Bot) -> None:
     tasks = TaskSet(logging.getLogger("test"))
     closings = Closings(QuestionMessages(), tasks, str)
     carrier = await send_question(bot, "**Deploy now?**")
@@ -274,7 +273,7 @@ async def test_a_question_closed_otherwise_shows_how_and_loses_its_keyboard(
 
 
 async def test_a_question_closed_before_it_was_sent_is_changed_once_it_is(
-        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+        fake: FakeTelegram, bot: Bot) -> None:
     tasks = TaskSet(logging.getLogger("test"))
     closings = Closings(QuestionMessages(), tasks, str)
     typed = DialogClosed(CONFIRM.id, DialogEnd.ANSWERED, DialogAnswer(confirmed=True))
@@ -290,7 +289,7 @@ async def test_a_question_closed_before_it_was_sent_is_changed_once_it_is(
 
 
 async def test_a_question_sent_as_a_file_only_loses_its_keyboard(
-        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+        fake: FakeTelegram, bot: Bot) -> None:
     closings = Closings(QuestionMessages(), TaskSet(logging.getLogger("test")), str)
     huge = "\n\n".join(f"paragraph {n} " + "z" * 3000 for n in range(8))
     carrier = await send_question(bot, huge)
@@ -305,7 +304,7 @@ async def test_a_question_sent_as_a_file_only_loses_its_keyboard(
 
 
 async def test_a_closed_question_telegram_will_not_change_is_only_logged(
-        fake: FakeTelegram, bot: ExtBot[Any], caplog: pytest.LogCaptureFixture) -> None:
+        fake: FakeTelegram, bot: Bot, caplog: pytest.LogCaptureFixture) -> None:
     closings = Closings(QuestionMessages(), TaskSet(logging.getLogger("test")), str)
     carrier = await send_question(bot, f"Deploy now? {PRIVATE}")
     closings.sent(bot, CONFIRM.id, carrier)
@@ -322,7 +321,7 @@ async def test_a_closed_question_telegram_will_not_change_is_only_logged(
 
 
 async def test_a_short_flood_wait_on_the_closing_edit_is_waited_out_once(
-        fake: FakeTelegram, bot: ExtBot[Any]) -> None:
+        fake: FakeTelegram, bot: Bot) -> None:
     closings = Closings(QuestionMessages(), TaskSet(logging.getLogger("test")), str)
     carrier = await send_question(bot, "Deploy now?")
     closings.sent(bot, CONFIRM.id, carrier)

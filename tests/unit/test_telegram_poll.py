@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from telegram import Update
-from telegram.ext import ExtBot
+from telegram import Bot, Update
 from telegram.request import HTTPXRequest
 
 from picobridge.adapters.common.attachments import AttachmentPolicy
@@ -34,7 +33,7 @@ USER = 42
 class Rig:
     fake: FakeTelegram
     bridge: MemoryBridge
-    bot: ExtBot[Any]
+    bot: Bot
     dispatcher: Dispatcher
     poller: Poller
     task: asyncio.Task[None]
@@ -49,7 +48,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     async with FakeTelegram() as fake:
         bridge = MemoryBridge()
         request = HTTPXRequest(read_timeout=5.0)
-        bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url,
+        bot: Bot = Bot(fake.token, base_url=fake.base_url,
                                   base_file_url=fake.base_file_url, get_updates_request=request)
         await bot.initialize()
         policy = AttachmentPolicy(AttachmentSettings(), tmp_path / "media")

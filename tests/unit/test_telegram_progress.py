@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
 
 import pytest
-from telegram.ext import ExtBot
+from telegram import Bot
 
 from picobridge.adapters.telegram import progress as telegram_progress
 from picobridge.adapters.telegram.progress import ProgressDisplay, draft, visible
@@ -42,7 +41,7 @@ async def rig(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[FakeTelegr
     monkeypatch.setattr(telegram_progress, "TYPING_GRACE", 0.0)
     monkeypatch.setattr(telegram_progress, "EDIT_INTERVAL_PRIVATE", 0.05)
     async with FakeTelegram() as fake:
-        bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url)
+        bot: Bot = Bot(fake.token, base_url=fake.base_url)
         await bot.initialize()
         display = ProgressDisplay(bot, bot, stream=True, show_tools=True, typing_cap=30,
                                   scrub=str)

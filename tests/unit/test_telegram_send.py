@@ -8,10 +8,9 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from telegram.ext import ExtBot
+from telegram import Bot
 
 from picobridge.adapters.common.partlog import PartLog
 from picobridge.adapters.telegram.send import EMPTY_REPLY, FileStep, Sender, TextStep, plan
@@ -55,22 +54,22 @@ def bridge() -> MemoryBridge:
 
 
 @pytest.fixture
-async def bot(fake: FakeTelegram) -> AsyncIterator[ExtBot[Any]]:
-    bot: ExtBot[Any] = ExtBot(fake.token, base_url=fake.base_url,
+async def bot(fake: FakeTelegram) -> AsyncIterator[Bot]:
+    bot: Bot = Bot(fake.token, base_url=fake.base_url,
                               base_file_url=fake.base_file_url)
     await bot.initialize()
     yield bot
     await bot.shutdown()
 
 
-def new_sender(bot: ExtBot[Any], bridge: MemoryBridge, fake: FakeTelegram) -> Sender:
+def new_sender(bot: Bot, bridge: MemoryBridge, fake: FakeTelegram) -> Sender:
     """A Sender as a (re)started daemon builds it: nothing in memory, the store's cursors."""
     return Sender(bot, PartLog(bridge, "telegram"), max_chunks=4,
                   scrub=lambda s: s.replace(fake.token, "[token]"), on_revoked=lambda: None)
 
 
 @pytest.fixture
-def sender(bot: ExtBot[Any], bridge: MemoryBridge, fake: FakeTelegram) -> Sender:
+def sender(bot: Bot, bridge: MemoryBridge, fake: FakeTelegram) -> Sender:
     return new_sender(bot, bridge, fake)
 
 
@@ -94,7 +93,7 @@ async def test_retry_after_a_429_resends_only_missing_chunks(fake: FakeTelegram,
 
 
 async def test_a_restart_resumes_after_the_last_part_that_arrived(
-        fake: FakeTelegram, bot: ExtBot[Any], bridge: MemoryBridge) -> None:
+        fake: FakeTelegram, bot: Bot, bridge: MemoryBridge) -> None:
     text = "\n\n".join(para(n) for n in range(6))  # three chunks
     reply = OutgoingReply(text, ReplyKind.ANSWER, reply_to="7", outbox_id=4)
     fake.fail_next("sendMessage", 502)  # the first part is refused: nothing to record

@@ -1,0 +1,49 @@
+"""Telegram end to end with telegram.rate_limiter on (the default): a long answer in a group
+goes out at the group's 20 messages a minute, while a private chat's answer is not held
+behind it. Judged from when the fake Bot API took each call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
+from tests.fakes.telegram import FakeTelegram
+from tests.fakes.telegram.flood import PER_MINUTE_PER_GROUP, PER_SECOND, excess
+from tests.harness import Daemon
+
+GROUP = -100555
+# One more message than a group's burst: an answer of that many 4096-character parts.
+PARTS = PER_MINUTE_PER_GROUP + 1
+ANSWER = 4096 * PARTS - 100
+
+
+async def test_a_long_answer_in_a_group_is_paced_and_a_private_chat_is_not_held(
+        tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        bot = fake.bot_user["username"]
+        config = telegram_config(tmp_path, fake, rate_limiter=True, max_chunks=PARTS + 5)
+        async with Daemon(config) as daemon:
+            await started(daemon, fake)
+            fake.user_message(GROUP, USER, f"@{bot} #huge={ANSWER}", chat_type="supergroup")
+            await fake.wait_for(lambda: len(fake.sent_messages(GROUP)) >= PER_MINUTE_PER_GROUP,
+                                "the group's burst")
+            # The group's next part waits its turn; a private chat's answer goes meanwhile.
+            fake.user_message(USER, USER, "not behind the group")
+            private = await reply_containing(fake, USER, "echo: not behind the group")
+            await fake.wait_for(lambda: len(fake.sent_messages(GROUP)) >= PARTS,
+                                "the whole answer", timeout=60)
+        assert daemon.returncode == 0, daemon.log[-2000:]
+    parts = fake.sent_messages(GROUP)
+    assert len(parts) == PARTS and "".join(m.text or "" for m in parts).endswith(":END")
+    group = [c for c in fake.calls if c.params.get("chat_id") == GROUP]
+    # Chat actions go around the limiter (the adapter's own request for them).
+    limited = [c.time for c in fake.calls
+               if "chat_id" in c.params and c.method != "sendChatAction"]
+    # The 21st part came at least 3 s (a twentieth of the minute) after the first: 1.5 s of
+    # slack for the jitter between sending and arriving, none of it for an unpaced burst.
+    assert excess([c.time for c in group], PER_MINUTE_PER_GROUP,
+                  PER_MINUTE_PER_GROUP / 60) <= 0.5, [c.time - group[0].time for c in group]
+    assert excess(limited, PER_SECOND, PER_SECOND) <= 3
+    [answered] = [c for c in fake.calls_to("sendMessage")
+                  if c.params.get("chat_id") == USER and c.params.get("text") == private.text]
+    assert answered.time < group[-1].time
