@@ -35,7 +35,10 @@ class Signals:
         self._loop.add_signal_handler(signal.SIGHUP, self._hangup)
         if self._held is not None:
             for sig in self._held.taken():
-                self._hangup() if sig is signal.SIGHUP else self._stop(sig)
+                if sig is signal.SIGHUP:
+                    self._hangup()
+                else:
+                    self._stop(sig)
 
     def remove(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
