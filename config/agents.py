@@ -8,21 +8,21 @@ from typing import TYPE_CHECKING
 from picobridge.config.sections import AgentSettings
 
 if TYPE_CHECKING:
-    from picobridge.config.settings import CoreSettings
+    from picobridge.config.settings import Settings
 
 
-def named_agents(settings: CoreSettings) -> dict[str, AgentSettings]:
+def named_agents(settings: Settings) -> dict[str, AgentSettings]:
     """Every agent by name. `[agent]` is the agent "default", defined when the config has
     that section, or has no `[agents.NAME]` (as before there were several)."""
     from picobridge.contract import DEFAULT_AGENT
 
     agents = dict(settings.agents)
-    if "agent" in settings.model_fields_set or not agents:
+    if "agent" in settings.configured or not agents:
         agents = {DEFAULT_AGENT: settings.agent, **agents}
     return agents
 
 
-def check_agents(settings: CoreSettings) -> None:
+def check_agents(settings: Settings) -> None:
     """Raise ValueError for an agent name that cannot be, or a route or default naming an
     agent that is not defined."""
     from picobridge.contract import DEFAULT_AGENT, valid_name

@@ -1,5 +1,5 @@
-"""Secrets from systemd credentials ($CREDENTIALS_DIRECTORY, `LoadCredential=`), and the
-error every configuration problem is reported with."""
+"""Secrets from systemd credentials ($CREDENTIALS_DIRECTORY, `LoadCredential=`), as sources
+of the settings' loader."""
 
 from __future__ import annotations
 
@@ -11,18 +11,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from picobridge.config.settings import ConfigError
+
 if TYPE_CHECKING:
     from picobridge.contract import Platform
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased for the operator, never containing a secret value."""
-
-
-def credential_files(platforms: Mapping[str, Platform]) -> dict[str, tuple[str, str]]:
-    """systemd credential file name -> (section, key), e.g. `LoadCredential=telegram_token:..`."""
-    return {filename: (name, key) for name, platform in platforms.items()
-            for filename, key in platform.credentials.items()}
 
 
 class CredentialsSource(PydanticBaseSettingsSource):

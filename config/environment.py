@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args, get_origin
 
-from pydantic import BaseModel
+from picobridge.config.fields import bare, section_class, section_fields
 
 ENV_PREFIX = "PICOBRIDGE_"
 
@@ -16,18 +16,18 @@ ENV_PREFIX = "PICOBRIDGE_"
 _NOT_SETTINGS = frozenset({"PICOBRIDGE_CONFIG"})
 
 
-def _env_names(model: type[BaseModel], prefix: str) -> list[str]:
+def _env_names(model: type[Any], prefix: str) -> list[str]:
     names = []
-    for key, field in model.model_fields.items():
+    for key, annotation in section_fields(model).items():
         name = f"{prefix}{key.upper()}"
         names.append(name)
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            names.extend(_env_names(annotation, f"{name}__"))
+        section = section_class(annotation)
+        if section is not None:
+            names.extend(_env_names(section, f"{name}__"))
     return names
 
 
-def unknown_env(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
+def unknown_env(environ: Mapping[str, str], model: type[Any]) -> list[str]:
     """PICOBRIDGE_* variables that set nothing: a misspelled one (one underscore where two
     belong) would otherwise be ignored while the same mistake in the file is an error."""
     known = _env_names(model, ENV_PREFIX)
@@ -57,29 +57,29 @@ def env_source(loc: Sequence[Any], environ: Mapping[str, str]) -> str | None:
 
 def _complex(annotation: Any) -> bool:
     """Whether pydantic-settings reads this field's variable as JSON."""
-    for arg in (annotation, *get_args(annotation)):
+    for arg in (annotation, *get_args(bare(annotation))):
+        arg = bare(arg)
         if get_origin(arg) in (list, dict, tuple, set, frozenset) or arg in (
-                list, dict, tuple, set, frozenset) or (
-                isinstance(arg, type) and issubclass(arg, BaseModel)):
+                list, dict, tuple, set, frozenset) or section_class(arg) is not None:
             return True
     return False
 
 
-def _env_field(model: type[BaseModel], name: str) -> Any:
+def _env_field(model: type[Any], name: str) -> Any:
     """The annotation of the field a PICOBRIDGE_* variable sets, or None."""
     parts = name.upper().removeprefix(ENV_PREFIX).split("__")
     annotation: Any = model
     for part in parts:
-        fields = annotation.model_fields if isinstance(annotation, type) and issubclass(
-            annotation, BaseModel) else {}
+        section = section_class(annotation)
+        fields = section_fields(section) if section is not None else {}
         match = next((f for k, f in fields.items() if k.upper() == part), None)
         if match is None:
             return None
-        annotation = match.annotation
+        annotation = match
     return annotation
 
 
-def not_json(environ: Mapping[str, str], model: type[BaseModel]) -> list[str]:
+def not_json(environ: Mapping[str, str], model: type[Any]) -> list[str]:
     """The variables holding a list or table that is not valid JSON."""
     bad = []
     for name in sorted(environ):

@@ -1,30 +1,37 @@
 """The configuration sections of the core: the agent side, the bridge, attachments, the local
 HTTP listener and logging. Platform sections live with their adapters; config/settings.py puts
-them all together."""
+them all together.
+
+Each section is a frozen dataclass: plain Python the daemon holds (and a parent process can
+hand a child) without pydantic, which validates them when the configuration is loaded
+(config/loader.py): the constraints in the annotations, `After` checks of one key, and
+`__post_init__` for what concerns several keys (pydantic calls it, as a model validator)."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
+from annotated_types import Ge, Gt, MinLen
+
+from picobridge.config.values import (
+    After,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
-    SecretStr,
-    field_validator,
-    model_validator,
+    Secret,
+    empty_dict,
+    empty_list,
 )
 
 # The shipped example config carries these markers in place of real secrets.
 _PLACEHOLDER_MARKERS = ("REPLACE", "YOUR-", "YOUR_", "CHANGEME", "CHANGE-ME")
 
 
-def clean_secret(value: SecretStr | None, info_name: str) -> SecretStr | None:
+def clean_secret(value: Secret | None, info_name: str) -> Secret | None:
     """Strip a secret (a token pasted with a space or newline is still the token, from any
     source), refuse the shipped example's placeholders, and treat blank as unset."""
     if value is None:
@@ -32,63 +39,96 @@ def clean_secret(value: SecretStr | None, info_name: str) -> SecretStr | None:
     text = value.get_secret_value().strip()
     if any(marker in text.upper() for marker in _PLACEHOLDER_MARKERS):
         raise ValueError(f"{info_name} still holds the example placeholder; set the real value")
-    return SecretStr(text) if text else None
+    return Secret(text) if text else None
 
 
-class Section(BaseModel):
-    # Built only as part of the settings model that holds it (config/settings.py): a section
-    # built on its own too would be a second validator and serializer of every key, in time
-    # at each start and in memory for the daemon's life.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+def cleaned(key: str) -> After:
+    """The check of a secret key (`<section>.<key>`, as messages name it): `clean_secret`."""
+    return After(lambda value: clean_secret(value, key))
 
 
-class BotEntry(BaseModel, defer_build=True):
+def matching(pattern: str) -> After:
+    """A string key that must match `pattern` (anchored, `^...$`), said as pydantic says it
+    (whose `$` is the end of the text, where Python's would let a newline follow)."""
+    whole = re.compile(pattern.removeprefix("^").removesuffix("$"))
+
+    def check(value: str) -> str:
+        if whole.fullmatch(value) is None:
+            raise ValueError(f"String should match pattern '{pattern}'")
+        return value
+
+    return After(check)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    """A section: unknown keys are errors. A section whose raw table needs rewriting before
+    its keys are validated (a default depending on another key) overrides `prepare`."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+
+    @classmethod
+    def prepare(cls, data: Any) -> Any:
+        return data
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        if cls.prepare.__func__ is Section.prepare.__func__:  # type: ignore[attr-defined]
+            return schema
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(cls.prepare, schema)
+
+
+def _valid_bot_name(name: str) -> str:
+    from picobridge.contract.names import DEFAULT_BOT, NAME_PATTERN, valid_name
+
+    if not valid_name(name):
+        raise ValueError(f"a bot's name must match {NAME_PATTERN}")
+    if name == DEFAULT_BOT:
+        raise ValueError(f"the bot named {DEFAULT_BOT!r} is the platform's own section")
+    return name
+
+
+@dataclass(frozen=True, kw_only=True)
+class BotEntry(Section):
     """A further bot of a platform (`[[<platform>.bots]]` and the like): a `name`, mixed
-    into the platform's own section model so it has every key that section has."""
+    into the platform's own section so it has every key that section has."""
 
-    name: str
+    name: Annotated[str, After(_valid_bot_name)]
 
     @classmethod
     def default_paths(cls, name: str) -> dict[str, Any]:
         """Keys whose default depends on the bot's name (its webhook path)."""
         return {}
 
-    @model_validator(mode="before")
     @classmethod
-    def _named_paths(cls, data: Any) -> Any:
+    def prepare(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("name"), str):
             return {**cls.default_paths(data["name"]), **data}
         return data
 
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, name: str) -> str:
-        from picobridge.contract.names import DEFAULT_BOT, NAME_PATTERN, valid_name
 
-        if not valid_name(name):
-            raise ValueError(f"a bot's name must match {NAME_PATTERN}")
-        if name == DEFAULT_BOT:
-            raise ValueError(f"the bot named {DEFAULT_BOT!r} is the platform's own section")
-        return name
-
-
+@dataclass(frozen=True, kw_only=True)
 class WorkerSettings(Section):
     """An agent worker with its own command, e.g. over ssh (`[[agent.workers]]`)."""
 
-    command: list[str] = Field(min_length=1)
-    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,40}$")
+    command: Annotated[list[str], MinLen(1)]
+    name: Annotated[str, matching(r"^[A-Za-z0-9_.-]{1,40}$")] | None = None
     weight: PositiveFloat = 1.0
 
 
+@dataclass(frozen=True, kw_only=True)
 class AgentSettings(Section):
     # Default: the protocol's own command (agent/protocols/__init__.py).
-    command: list[str] = Field(default=[], min_length=1)
+    command: Annotated[list[str], MinLen(1)] = field(default_factory=empty_list)
     protocol: str = "picobot-json"
     # Default: <state_dir>/workspace. Keep it stable: agents record it (pi's session files).
     workdir: Path | None = None
     # prime-rpc: where each session's file lives. Default: <state_dir>/agent-sessions.
     sessions_dir: Path | None = None
-    env: dict[str, str] = Field(default={})
+    env: dict[str, str] = field(default_factory=empty_dict)
     ready_timeout: PositiveFloat = 30.0
     ping_interval: PositiveFloat = 15.0
     ping_timeout: PositiveFloat = 10.0
@@ -100,18 +140,17 @@ class AgentSettings(Section):
     max_in_flight: PositiveInt = 1
     restart_budget: PositiveFloat = 300.0
     pool_size: PositiveInt = 1
-    workers: list[WorkerSettings] = Field(default=[])
+    workers: list[WorkerSettings] = field(default_factory=empty_list)
     # /model offers only these of the agent's models (provider/id or id); empty: all.
-    models: list[str] = Field(default=[])
+    models: list[str] = field(default_factory=empty_list)
 
     def workdir_in(self, state_dir: Path) -> Path:
         """The agent's working directory: `agent.workdir`, else `<state_dir>/workspace` (never
         the folder that holds the database)."""
         return self.workdir if self.workdir is not None else state_dir / "workspace"
 
-    @model_validator(mode="before")
     @classmethod
-    def _protocol_default_command(cls, data: Any) -> Any:
+    def prepare(cls, data: Any) -> Any:
         from picobridge.agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS
 
         if isinstance(data, dict):
@@ -122,7 +161,16 @@ class AgentSettings(Section):
                 data = {**data, "command": list(PROTOCOLS[protocol].default_command)}
         return data
 
+    def __post_init__(self) -> None:
+        # Built in code rather than from a table: the protocol's command all the same (a table
+        # given none has it from `prepare`, an empty list given is refused there).
+        if not self.command:
+            from picobridge.agent.protocols import PROTOCOLS
 
+            object.__setattr__(self, "command", list(PROTOCOLS[self.protocol].default_command))
+
+
+@dataclass(frozen=True, kw_only=True)
 class RouteSettings(Section):
     """`[[routes]]`: which agent serves the chats it matches (first match wins)."""
 
@@ -134,9 +182,10 @@ class RouteSettings(Section):
     users: list[str] | None = None
     kind: Literal["private", "group"] | None = None
     # Agents a chat of this route may switch to with /agent (its own agent is always one).
-    switchable: list[str] = Field(default=[])
+    switchable: list[str] = field(default_factory=empty_list)
 
 
+@dataclass(frozen=True, kw_only=True)
 class BridgeSettings(Section):
     # The agent of chats no route matches.
     default_agent: str = "default"
@@ -148,14 +197,16 @@ class BridgeSettings(Section):
     busy_mode: Literal["collect", "steer", "followup", "interrupt"] = "collect"
 
 
+@dataclass(frozen=True, kw_only=True)
 class LimitsSettings(Section):
     # Per user, across all their chats; 0 = no limit.
     messages_per_hour: NonNegativeInt = 0
     messages_per_day: NonNegativeInt = 0
     # Users never limited, named "platform:user_id" as `picobridge access` names them.
-    exempt_users: list[str] = Field(default=[])
+    exempt_users: list[str] = field(default_factory=empty_list)
 
 
+@dataclass(frozen=True, kw_only=True)
 class AttachmentSettings(Section):
     inline_max_bytes: PositiveInt = 256 * 1024
     max_bytes: PositiveInt = 20 * 1024 * 1024
@@ -174,20 +225,21 @@ VOICE_CREDENTIALS = {"voice_transcribe_api_key": ("voice", "transcribe_api_key")
                      "voice_tts_api_key": ("voice", "tts_api_key")}
 
 
+@dataclass(frozen=True, kw_only=True)
 class VoiceSettings(Section):
     """Voice messages: transcribed for the agent, and answers spoken back (`[voice]`)."""
 
     # argv with "{path}" for the audio file; its stdout is the transcript (whisper.cpp's CLI).
-    transcribe_command: list[str] | None = Field(default=None, min_length=1)
+    transcribe_command: Annotated[list[str], MinLen(1)] | None = None
     # An OpenAI-compatible /v1/audio/transcriptions endpoint (the whole URL).
     transcribe_url: str | None = None
-    transcribe_api_key: SecretStr | None = None
+    transcribe_api_key: Annotated[Secret | None, cleaned("voice.transcribe_api_key")] = None
     transcribe_model: str = "whisper-1"
     # argv with "{in}" (a UTF-8 text file) and "{out}" (the audio file it writes).
-    tts_command: list[str] | None = Field(default=None, min_length=1)
+    tts_command: Annotated[list[str], MinLen(1)] | None = None
     # An OpenAI-compatible /v1/audio/speech endpoint (the whole URL); asked for Ogg/Opus.
     tts_url: str | None = None
-    tts_api_key: SecretStr | None = None
+    tts_api_key: Annotated[Secret | None, cleaned("voice.tts_api_key")] = None
     tts_model: str = "tts-1"
     tts_voice: str = "alloy"
     # When an answer is also sent as a voice note: never, to_voice (answering a voice
@@ -196,50 +248,43 @@ class VoiceSettings(Section):
     # Seconds one transcription or one spoken answer may take; then it goes without.
     timeout: PositiveFloat = 60.0
 
-    @field_validator("transcribe_api_key", "tts_api_key", mode="after")
-    @classmethod
-    def _clean(cls, value: SecretStr | None, info: Any) -> SecretStr | None:
-        return clean_secret(value, f"voice.{info.field_name}")
-
-    @model_validator(mode="after")
-    def _speaks_when_asked(self) -> VoiceSettings:
+    def __post_init__(self) -> None:
         # With both a command and a URL set, the command is used (core/speech.py).
         if self.reply != "never" and not (self.tts_command or self.tts_url):
             raise ValueError(f"voice.reply = {self.reply!r} needs tts_command or tts_url")
-        return self
 
     def secrets(self) -> list[str]:
         return [key.get_secret_value() for key in (self.transcribe_api_key, self.tts_api_key)
                 if key is not None]
 
 
+@dataclass(frozen=True, kw_only=True)
 class StoreSettings(Section):
     # Seconds a write waits for another process's lock on the database (a backup, a second
     # tool) before the store counts as refusing writes and the outage handling takes over.
     busy_timeout: PositiveFloat = 5.0
 
 
+def _host_port(value: str | None) -> str | None:
+    if value is None:
+        return value
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("http.listen must be host:port, e.g. 127.0.0.1:8787")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
 class HttpSettings(Section):
-    listen: str | None = None
-    max_connections: int = Field(default=256, ge=1)
-    header_timeout: float = Field(default=10.0, gt=0)
-    body_timeout: float = Field(default=30.0, gt=0)
+    listen: Annotated[str | None, After(_host_port)] = None
+    max_connections: Annotated[int, Ge(1)] = 256
+    header_timeout: Annotated[float, Gt(0)] = 10.0
+    body_timeout: Annotated[float, Gt(0)] = 30.0
     # Seconds `run` tries again for a port another process holds (the previous instance during
     # a deploy, say) before it exits with a code systemd restarts on.
     listen_retry: NonNegativeFloat = 30.0
 
-    @field_validator("listen")
-    @classmethod
-    def _host_port(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        host, sep, port = v.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError("http.listen must be host:port, e.g. 127.0.0.1:8787")
-        return v
 
-
+@dataclass(frozen=True, kw_only=True)
 class LogSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-
-

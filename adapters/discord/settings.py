@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
 
-from pydantic import Field, PositiveInt, SecretStr, field_validator, model_validator
+from annotated_types import Le
 
-from picobridge.config.sections import Section, clean_secret
+from picobridge.config.sections import Section, cleaned
+from picobridge.config.values import After, PositiveInt, Secret, empty_list
 
 
+def _snowflakes(value: object) -> object:
+    if isinstance(value, list) and not all(isinstance(v, str) and v.isdigit() for v in value):
+        raise ValueError("discord ids are numbers written as strings, "
+                         "like \"400000000000000001\"")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
 class DiscordSettings(Section):
     enabled: bool | None = None
-    token: SecretStr | None = None
+    token: Annotated[Secret | None, cleaned("discord.token")] = None
     # The REST API base; the gateway's address comes from its /gateway/bot answer.
     base_url: str = "https://discord.com/api/v10"
-    allowed_users: list[str] = Field(default=[])
+    allowed_users: Annotated[list[str], After(_snowflakes)] = field(default_factory=empty_list)
     # "all": every guild the bot is in (slash commands registered globally); "none": DMs
     # only; or a list of guild ids (slash commands registered in each, at once).
-    guilds: Literal["all", "none"] | list[str] = "all"
+    guilds: Annotated[Literal["all", "none"] | list[str], After(_snowflakes)] = "all"
     allow_bots: bool = False
     reaction_received: str = "👀"
     reaction_done: str = "✅"
@@ -28,30 +38,15 @@ class DiscordSettings(Section):
     # At start, messages missed while the daemon was down are read back from the history of
     # this many of the most recently active conversations, up to `catch_up_messages` each.
     catch_up_channels: PositiveInt = 50
-    catch_up_messages: PositiveInt = Field(default=100, le=1000)
-
-    _no_placeholders = field_validator("token")(
-        lambda v, info: clean_secret(v, f"discord.{info.field_name}")
-    )
-
-    @field_validator("allowed_users", "guilds")
-    @classmethod
-    def _snowflakes(cls, value: object) -> object:
-        if isinstance(value, list) and not all(isinstance(v, str) and v.isdigit()
-                                               for v in value):
-            raise ValueError("discord ids are numbers written as strings, "
-                             "like \"400000000000000001\"")
-        return value
+    catch_up_messages: Annotated[PositiveInt, Le(1000)] = 100
 
     @property
     def active(self) -> bool:
         return self.enabled if self.enabled is not None else self.token is not None
 
-    @model_validator(mode="after")
-    def _token_when_enabled(self) -> DiscordSettings:
+    def __post_init__(self) -> None:
         if self.enabled and self.token is None:
             raise ValueError("discord.enabled is true but discord.token is not set")
-        return self
 
     def serves_guild(self, guild_id: str) -> bool:
         if self.guilds == "all":

@@ -29,6 +29,7 @@ import sys
 import uuid
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -57,12 +58,11 @@ def command() -> list[str]:
 
 def with_echo_agent(settings: Settings) -> Settings:
     """The settings with every agent's workers replaced by the echo agent (same pool sizes)."""
-    echo = {"command": command(), "protocol": "picobot-json", "workers": []}
-    update: dict[str, object] = {
-        "agents": {name: a.model_copy(update=echo) for name, a in settings.agents.items()}}
-    if "agent" in settings.model_fields_set or not settings.agents:
-        update["agent"] = settings.agent.model_copy(update=echo)
-    return settings.model_copy(update=update)
+    echo: dict[str, Any] = {"command": command(), "protocol": "picobot-json", "workers": []}
+    agents = {name: replace(a, **echo) for name, a in settings.agents.items()}
+    if "agent" in settings.configured or not settings.agents:
+        return replace(settings, agents=agents, agent=replace(settings.agent, **echo))
+    return replace(settings, agents=agents)
 
 
 class Memory:

@@ -33,7 +33,7 @@ class Invocation:
         except ConfigError as exc:
             raise CliError(f"config error: {exc}", exit_codes.CONFIG) from None
         self.secrets = settings.secrets()
-        self.default_state_dir = "state_dir" not in settings.model_fields_set
+        self.default_state_dir = "state_dir" not in settings.configured
         settings = with_default_state_dir(settings)
         if getattr(self.args, "echo", False):
             from picobridge.cli.echo_agent import with_echo_agent

@@ -26,7 +26,8 @@ class Platform(ABC):
     """
 
     name: ClassVar[str]
-    # The pydantic model of its config section, `[<name>]`, as "module:Class": imported only
+    # The class of its config section, `[<name>]`, as "module:Class" (a frozen dataclass like
+    # config/sections.py's, or a pydantic model): imported only
     # when a configuration names the platform (every command line reads every platform's
     # entry, few configurations name every platform). A subclass may set `section` instead.
     section_model: ClassVar[str] = ""
@@ -36,7 +37,7 @@ class Platform(ABC):
     user_example: ClassVar[str] = "12345"
     # The key that turns it on, for "no platform is enabled" (e.g. "<name>.token").
     enable_hint: ClassVar[str] = ""
-    # The section's list of further bots (`bots` for `[[<name>.bots]]`), each a model with a
+    # The section's list of further bots (`bots` for `[[<name>.bots]]`), each a section with a
     # `name` and the section's keys; None for a platform of one bot.
     bots_key: ClassVar[str | None] = None
     # The loggers of its libraries, held at WARNING whatever log.level says: at INFO and
@@ -48,7 +49,7 @@ class Platform(ABC):
 
     @property
     def section(self) -> type[Any]:
-        """The pydantic model of its config section (`section_model`, imported now)."""
+        """The class of its config section (`section_model`, imported now)."""
         module, _, model = self.section_model.partition(":")
         if not module or not model:
             # Said here: importlib would only say "Empty module name" to whoever writes the
@@ -102,8 +103,10 @@ class Platform(ABC):
 
     def secrets(self, section: Any) -> list[str]:
         """Every secret in the section, for the log redaction filter."""
+        from picobridge.config.fields import section_fields
+
         found = []
-        for name in type(section).model_fields:
+        for name in section_fields(type(section)):
             value = getattr(section, name)
             if hasattr(value, "get_secret_value"):
                 found.append(str(value.get_secret_value()))

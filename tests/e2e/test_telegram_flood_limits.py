@@ -1,9 +1,11 @@
 """Telegram end to end with telegram.rate_limiter on (the default): a long answer in a group
 goes out at the group's 20 messages a minute, while a private chat's answer is not held
-behind it. Judged from when the fake Bot API took each call."""
+behind it (judged from when the fake Bot API took each call); a 429 is still the send path's
+to wait out."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
@@ -47,3 +49,19 @@ async def test_a_long_answer_in_a_group_is_paced_and_a_private_chat_is_not_held(
     [answered] = [c for c in fake.calls_to("sendMessage")
                   if c.params.get("chat_id") == USER and c.params.get("text") == private.text]
     assert answered.time < group[-1].time
+
+
+async def test_a_429_with_the_limiter_on_is_waited_out_once_by_the_send_path(
+        tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        async with Daemon(telegram_config(tmp_path, fake, rate_limiter=True)) as daemon:
+            await started(daemon, fake)
+            fake.fail_next("sendMessage", 429, retry_after=1)
+            fake.user_message(USER, USER, "through a flood")
+            await reply_containing(fake, USER, "echo: through a flood")
+        assert daemon.returncode == 0, daemon.log[-2000:]
+    # The limiter does not retry (max_retries=0, as with PTB's): the send path tried once more,
+    # after the retry_after Telegram asked for, and the answer arrived once.
+    assert [m.text for m in fake.sent_messages(USER)] == ["echo: through a flood"]
+    assert len(fake.retries) == 1 and fake.early_retries == []
+    assert re.search(r"retry in 1\.0s", daemon.log)

@@ -8,18 +8,19 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from picobridge import exit_codes
 from picobridge.adapters.registry import platforms
 from picobridge.adapters.slack.settings import SlackSettings
 from picobridge.adapters.telegram.settings import TelegramSettings
+from picobridge.config.fields import section_class, section_fields
+from picobridge.config.loader import settings_model
 from picobridge.config.sections import HttpSettings
 from picobridge.config.settings import (
     ENV_PREFIX,
-    Settings,
     credential_files,
     load_settings,
 )
@@ -249,13 +250,13 @@ def test_example_env_names_only_real_settings() -> None:
     keys = example_env_keys()
     assert keys
     for key in keys:
-        model: type[BaseModel] = Settings
+        model: type[Any] | None = settings_model()
         path = key.removeprefix(ENV_PREFIX).lower().split("__")
         for part in path[:-1]:
-            annotation = model.model_fields[part].annotation
-            assert isinstance(annotation, type) and issubclass(annotation, BaseModel), key
-            model = annotation
-        assert path[-1] in model.model_fields, f"{key} is not a setting"
+            assert model is not None
+            model = section_class(section_fields(model)[part])
+            assert model is not None, key
+        assert model is not None and path[-1] in section_fields(model), f"{key} is not a setting"
 
 
 def test_an_empty_credential_file_leaves_the_platform_off(

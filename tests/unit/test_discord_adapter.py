@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from discord.http import Route
-from pydantic import SecretStr
+from pydantic import TypeAdapter
 
 from picobridge.adapters.discord.client import RoutedHTTP
 from picobridge.adapters.discord.commands import catalogue
@@ -17,6 +17,7 @@ from picobridge.adapters.discord.platform import DiscordPlatform
 from picobridge.adapters.discord.render import escape, render
 from picobridge.adapters.discord.seen import Seen
 from picobridge.adapters.discord.settings import DiscordSettings
+from picobridge.config.values import Secret
 from picobridge.contract import catalogue as catalogue_of
 from picobridge.contract import listed_commands
 
@@ -90,15 +91,15 @@ def test_the_slash_commands_come_from_the_bridge_catalogue() -> None:
 
 def test_token_and_user_id_shapes() -> None:
     platform = DiscordPlatform()
-    good = DiscordSettings(token=SecretStr("MTIzNDU2Nzg5MDEy.GfAkE1.abcdefghijklmnopqrstuvwxyz0"))
+    good = DiscordSettings(token=Secret("MTIzNDU2Nzg5MDEy.GfAkE1.abcdefghijklmnopqrstuvwxyz0"))
     assert platform.token_problems(good) == []
-    bad = DiscordSettings(token=SecretStr("Bot MTIz"))
+    bad = DiscordSettings(token=Secret("Bot MTIz"))
     (problem,) = platform.token_problems(bad)
     assert "discord.token" in problem and "MTIz" not in problem.replace("(MTI...)", "")
     assert platform.user_id_problem("400000000000000001") is None
     assert platform.user_id_problem("alice") is not None
     with pytest.raises(ValueError, match="numbers written as strings"):
-        DiscordSettings(allowed_users=["@alice"])
+        TypeAdapter(DiscordSettings).validate_python({"allowed_users": ["@alice"]})
 
 
 def test_the_invite_url_asks_for_the_permissions_the_docs_list() -> None:

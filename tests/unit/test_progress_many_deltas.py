@@ -15,7 +15,7 @@ import picobridge.adapters.slack.progress as slack_progress
 import picobridge.adapters.telegram.progress as telegram_progress
 from picobridge.adapters.slack.adapter import SlackAdapter
 from picobridge.adapters.telegram.progress import ProgressDisplay
-from picobridge.config.settings import Settings
+from picobridge.config.loader import settings_of
 from picobridge.contract import (
     ChatRef,
     Outcome,
@@ -57,7 +57,7 @@ async def slack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         sections: dict[str, Any] = {"slack": {
             "bot_token": fake.bot_token, "app_token": fake.app_token,
             "base_url": fake.api_url, "stream": True}}
-        settings = Settings(state_dir=tmp_path, **sections)
+        settings = settings_of(state_dir=tmp_path, **sections)
         adapter = SlackAdapter(settings)
         await adapter.start(StubBridge())
         try:

@@ -18,7 +18,7 @@ import picobridge.adapters.slack.context as context_module
 import picobridge.adapters.slack.progress as progress_module
 from picobridge.adapters.slack.adapter import SlackAdapter
 from picobridge.adapters.slack.client import Recent, SlackAuthError
-from picobridge.config.settings import Settings
+from picobridge.config.loader import settings_of
 from picobridge.contract import (
     BridgeCommand,
     ChatRef,
@@ -150,7 +150,7 @@ async def make(fake: FakeSlack, bridge: StubBridge,
         values: dict[str, Any] = {"attachments": attachments or {}, "slack": {
             "bot_token": fake.bot_token, "app_token": fake.app_token,
             "base_url": fake.api_url, "file_hosts": ["127.0.0.1"], **slack}}
-        settings = Settings(state_dir=tmp_path, **values)
+        settings = settings_of(state_dir=tmp_path, **values)
         adapter = SlackAdapter(settings)
         started.append(adapter)
         if start:

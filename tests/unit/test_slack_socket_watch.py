@@ -13,7 +13,7 @@ import pytest
 
 import picobridge.adapters.slack.socketmode as socketmode
 from picobridge.adapters.slack.adapter import LOOP_SOCKET, SlackAdapter
-from picobridge.config.settings import Settings
+from picobridge.config.loader import settings_of
 from tests.fakes.slack import FakeSlack
 from tests.unit.test_slack_adapter import StubBridge
 
@@ -28,7 +28,7 @@ async def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         sections: dict[str, Any] = {"slack": {
             "bot_token": fake.bot_token, "app_token": fake.app_token,
             "base_url": fake.api_url}}
-        settings = Settings(state_dir=tmp_path, **sections)
+        settings = settings_of(state_dir=tmp_path, **sections)
         bridge = StubBridge()
         adapter = SlackAdapter(settings)
         await adapter.start(bridge)

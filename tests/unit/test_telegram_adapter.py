@@ -13,7 +13,8 @@ import pytest
 
 from picobridge.adapters.telegram import adapter as telegram_module
 from picobridge.adapters.telegram.adapter import TelegramAdapter
-from picobridge.config.settings import ConfigError, Settings, load_settings
+from picobridge.config.loader import settings_of
+from picobridge.config.settings import ConfigError, load_settings
 from picobridge.contract import ChatRef, DeliveryError, OutgoingReply, ReplyKind
 from tests.fakes.telegram import FakeTelegram
 from tests.unit.telegram_memory import MemoryBridge
@@ -25,14 +26,14 @@ def adapter(tmp_path: Path, fake: FakeTelegram, **telegram: Any) -> TelegramAdap
     sections: dict[str, Any] = {"telegram": {
         "token": fake.token, "base_url": fake.base_url, "base_file_url": fake.base_file_url,
         "rate_limiter": False, **telegram}}
-    settings = Settings(state_dir=tmp_path, **sections)
+    settings = settings_of(state_dir=tmp_path, **sections)
     built = settings.platforms["telegram"].adapter(settings)
     assert isinstance(built, TelegramAdapter)
     return built
 
 
 def test_disabled_without_a_token(tmp_path: Path) -> None:
-    settings = Settings(state_dir=tmp_path)
+    settings = settings_of(state_dir=tmp_path)
     assert not settings.platforms["telegram"].active(settings.section("telegram"))
 
 
