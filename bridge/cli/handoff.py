@@ -51,31 +51,14 @@ def _registries() -> dict[str, Any]:
             for module, name in REGISTRIES.items() if module in sys.modules}
 
 
-class _InterimPickler(pickle.Pickler):
-    """TEMPORARY until the plain settings land: the pydantic model class made per set of
-    platforms, by how to make it again."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        from picobridge.config.settings import CoreSettings, settings_model
-
-        if isinstance(obj, type) and issubclass(obj, CoreSettings) and obj is not CoreSettings:
-            return settings_model, (None, tuple(obj._named))
-        return NotImplemented
-
-
 def send(fd: int, settings: Settings, announce: bool) -> None:
     """Write what the daemon proper needs into the pipe `fd` (all of it: nobody reads yet,
     so the pipe is made big enough first)."""
     # Three pickles, each read with what the one before set: the import path (plain strings),
     # the registries, then the settings (whose classes may come from where a launcher put
     # them, and name platforms a launcher registered).
-    import io
-
-    buffer = io.BytesIO()
-    pickle.dump(sys.path, buffer, pickle.HIGHEST_PROTOCOL)
-    pickle.dump(_registries(), buffer, pickle.HIGHEST_PROTOCOL)
-    _InterimPickler(buffer, pickle.HIGHEST_PROTOCOL).dump((settings, announce))
-    data = buffer.getvalue()
+    data = b"".join(pickle.dumps(part, pickle.HIGHEST_PROTOCOL)
+                    for part in (sys.path, _registries(), (settings, announce)))
     if len(data) > 65536:  # Linux's default pipe capacity
         import fcntl
 
