@@ -10,12 +10,13 @@ hand a child) without pydantic, which validates them when the configuration is l
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from annotated_types import Ge, Gt, MinLen
 
+from picobridge.config.fields import Plain, plain
 from picobridge.config.values import (
     After,
     NonNegativeFloat,
@@ -60,8 +61,8 @@ def matching(pattern: str) -> After:
     return After(check)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Section:
+@plain
+class Section(Plain):
     """A section: unknown keys are errors. A section whose raw table needs rewriting before
     its keys are validated (a default depending on another key) overrides `prepare`."""
 
@@ -91,7 +92,7 @@ def _valid_bot_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class BotEntry(Section):
     """A further bot of a platform (`[[<platform>.bots]]` and the like): a `name`, mixed
     into the platform's own section so it has every key that section has."""
@@ -110,7 +111,7 @@ class BotEntry(Section):
         return data
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class WorkerSettings(Section):
     """An agent worker with its own command, e.g. over ssh (`[[agent.workers]]`)."""
 
@@ -119,7 +120,7 @@ class WorkerSettings(Section):
     weight: PositiveFloat = 1.0
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class AgentSettings(Section):
     # Default: the protocol's own command (agent/protocols/__init__.py).
     command: Annotated[list[str], MinLen(1)] = field(default_factory=empty_list)
@@ -170,7 +171,7 @@ class AgentSettings(Section):
             object.__setattr__(self, "command", list(PROTOCOLS[self.protocol].default_command))
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class RouteSettings(Section):
     """`[[routes]]`: which agent serves the chats it matches (first match wins)."""
 
@@ -185,7 +186,7 @@ class RouteSettings(Section):
     switchable: list[str] = field(default_factory=empty_list)
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class BridgeSettings(Section):
     # The agent of chats no route matches.
     default_agent: str = "default"
@@ -197,7 +198,7 @@ class BridgeSettings(Section):
     busy_mode: Literal["collect", "steer", "followup", "interrupt"] = "collect"
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class LimitsSettings(Section):
     # Per user, across all their chats; 0 = no limit.
     messages_per_hour: NonNegativeInt = 0
@@ -206,7 +207,7 @@ class LimitsSettings(Section):
     exempt_users: list[str] = field(default_factory=empty_list)
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class AttachmentSettings(Section):
     inline_max_bytes: PositiveInt = 256 * 1024
     max_bytes: PositiveInt = 20 * 1024 * 1024
@@ -225,7 +226,7 @@ VOICE_CREDENTIALS = {"voice_transcribe_api_key": ("voice", "transcribe_api_key")
                      "voice_tts_api_key": ("voice", "tts_api_key")}
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class VoiceSettings(Section):
     """Voice messages: transcribed for the agent, and answers spoken back (`[voice]`)."""
 
@@ -258,7 +259,7 @@ class VoiceSettings(Section):
                 if key is not None]
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class StoreSettings(Section):
     # Seconds a write waits for another process's lock on the database (a backup, a second
     # tool) before the store counts as refusing writes and the outage handling takes over.
@@ -274,7 +275,7 @@ def _host_port(value: str | None) -> str | None:
     return value
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class HttpSettings(Section):
     listen: Annotated[str | None, After(_host_port)] = None
     max_connections: Annotated[int, Ge(1)] = 256
@@ -285,6 +286,6 @@ class HttpSettings(Section):
     listen_retry: NonNegativeFloat = 30.0
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class LogSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

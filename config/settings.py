@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from picobridge.config.agents import named_agents
 from picobridge.config.environment import ENV_PREFIX
+from picobridge.config.fields import Plain, plain
 from picobridge.config.sections import (
     AgentSettings,
     AttachmentSettings,
@@ -48,8 +49,8 @@ def registered(platforms: Mapping[str, Platform] | None = None) -> Mapping[str, 
     return every()
 
 
-@dataclass(frozen=True, kw_only=True)
-class Settings:
+@plain
+class Settings(Plain):
     """The core's sections, the sections of the platforms the configuration names, and every
     registered platform (whose entries say what a section means)."""
 

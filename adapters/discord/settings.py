@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Literal
 
 from annotated_types import Le
 
+from picobridge.config.fields import plain
 from picobridge.config.sections import Section, cleaned
 from picobridge.config.values import After, PositiveInt, Secret, empty_list
 
@@ -18,7 +19,7 @@ def _snowflakes(value: object) -> object:
     return value
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class DiscordSettings(Section):
     enabled: bool | None = None
     token: Annotated[Secret | None, cleaned("discord.token")] = None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Literal
 
+from picobridge.config.fields import plain
 from picobridge.config.sections import Section, cleaned
 from picobridge.config.values import After, PositiveFloat, PositiveInt, Secret, empty_list
 
@@ -33,7 +34,7 @@ def _url(value: str | None) -> str | None:
     return value
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class MatrixSettings(Section):
     enabled: bool | None = None
     # The homeserver's client-server API base URL, e.g. https://matrix.example.org.

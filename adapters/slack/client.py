@@ -118,3 +118,24 @@ async def post_ephemeral(client: AsyncWebClient, channel: str, user: str, text: 
                                         thread_ts=thread_ts)
     except Exception as exc:
         log.debug("ephemeral note failed: %s", exc.__class__.__name__)
+
+
+async def respond(client: AsyncWebClient, response_url: str, text: str) -> None:
+    """What a slash command has to say after its acknowledgement went, posted to the
+    command's response_url (only its user sees it, where the command was typed); over the
+    Web API client's connections. Best effort: the URL itself is never logged."""
+    # Loaded only when a command answers late: an idle daemon never needs it.
+    from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+    try:
+        hook = AsyncWebhookClient(response_url, session=client.session, proxy=client.proxy,
+                                  ssl=client.ssl, timeout=30, retry_handlers=[
+                                      AsyncConnectionErrorRetryHandler(max_retry_count=2),
+                                      AsyncServerErrorRetryHandler(max_retry_count=2)])
+        answer = await hook.send(text=text, response_type="ephemeral")
+    except Exception as exc:
+        log.warning("a slash command's answer could not be sent: %s", exc.__class__.__name__)
+        return
+    if answer.status_code != 200:
+        log.warning("a slash command's answer was refused: HTTP %d %s", answer.status_code,
+                    answer.body[:100])

@@ -16,7 +16,11 @@ downloaded once. The place is taken as the event arrives: slack-sdk runs each en
 listeners in a task of its own, started in the order the websocket delivered them, and
 nothing on the way through bolt to `event` waits (bolt's auth.test answer is primed,
 adapter.py), so no envelope gets ahead of an earlier one. A slash command takes its DM's
-place the same way, before it asks Slack which DM that is.
+place the same way, before it asks Slack which DM that is. Its ack goes once it is carried
+out, with what it has to say (a storage outage's notice), or after ACK_WITHIN at the latest,
+without: behind a slow file of its DM's, Slack's 3 s would pass, and Slack would show the user
+an error although the command then runs. What it has to say then goes to its response_url.
+(Slack never sends a command again: its ack confirms nothing the database must hold first.)
 
 Storage outages. While the bridge cannot store (StorageUnavailable), an event is not
 acknowledged: Slack sends it again. The message as prepared is kept (held.py) and offered
@@ -37,6 +41,7 @@ own, so in channels the slash command only explains how to use `!new` in a threa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +50,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from picobridge.adapters.common.attachments import AttachmentRefused
 from picobridge.adapters.common.serial import ChatSerial
 from picobridge.adapters.common.tasks import TaskSet
-from picobridge.adapters.slack.client import Recent, post_ephemeral
+from picobridge.adapters.slack.client import Recent, post_ephemeral, respond
 from picobridge.adapters.slack.context import thread_context
 from picobridge.adapters.slack.dispatch import NotYet
 from picobridge.adapters.slack.events import (
@@ -75,6 +80,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("picobridge.slack")
 
+# Slack shows the user an error for a command not acknowledged within 3 s (and never sends it
+# again): the ack carries the command's answer when it has one by then, else it goes without.
+ACK_WITHIN = 2.0
 STORAGE_DOWN_NOTICE = ("⚠️ I cannot take commands right now: my storage is unavailable. "
                        "Please try again in a few minutes.")
 
@@ -249,7 +257,22 @@ class SlackInbound:
         # Taken in the DM's turn, as it came: a message sent right after `/picobridge new`
         # must not reach the bridge (and the old session) before it.
         dm = ChatRef(self._platform, channel, None)
-        return await self._serial.run(dm.key, lambda: self._command_in_turn(body, command, dm))
+        handled = self._serial.run(dm.key, lambda: self._command_in_turn(body, command, dm))
+        await asyncio.wait([handled], timeout=ACK_WITHIN)
+        if handled.done():
+            return handled.result()
+        # Still waiting for its DM's earlier messages (a file downloading) or for Slack (a slow
+        # conversations.open): the ack goes now, and what the command has to say once it is
+        # carried out goes to its response_url.
+        self._tasks.spawn(self._answer_later(handled, str(body.get("response_url") or "")),
+                          name="slack-command-answer")
+        return None
+
+    async def _answer_later(self, handled: asyncio.Future[str | None], response_url: str
+                            ) -> None:
+        answer = await handled
+        if answer is not None and response_url:
+            await respond(self._client, response_url, answer)
 
     async def _command_in_turn(self, body: dict[str, Any], command: str,
                                dm: ChatRef) -> str | None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, Literal
 
+from picobridge.config.fields import plain
 from picobridge.config.sections import BotEntry, Section, cleaned
 from picobridge.config.values import PositiveFloat, PositiveInt, Secret, empty_list
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class SlackAppSettings(Section):
     """One app's keys: `[slack]` (the app named "default") and each `[[slack.apps]]`."""
 
@@ -50,7 +51,7 @@ class SlackAppSettings(Section):
             raise ValueError("slack.mode = 'http' needs slack.signing_secret")
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class SlackApp(BotEntry, SlackAppSettings):
     """A further app, `[[slack.apps]]`: a name and every key of `[slack]`."""
 
@@ -59,6 +60,6 @@ class SlackApp(BotEntry, SlackAppSettings):
         return {"events_path": f"/slack/{name}/events"}
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class SlackSettings(SlackAppSettings):
     apps: list[SlackApp] = field(default_factory=empty_list)

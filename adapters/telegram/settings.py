@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, Literal
 
+from picobridge.config.fields import plain
 from picobridge.config.sections import BotEntry, Section, cleaned
 from picobridge.config.values import After, PositiveFloat, PositiveInt, Secret, empty_list
 
@@ -19,7 +20,7 @@ def _known_proxy(value: str | None) -> str | None:
     return value
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class TelegramBotSettings(Section):
     """One bot's keys: `[telegram]` (the bot named "default") and each `[[telegram.bots]]`."""
 
@@ -51,7 +52,7 @@ class TelegramBotSettings(Section):
             raise ValueError("telegram.mode = 'webhook' needs telegram.webhook_url")
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class TelegramBot(BotEntry, TelegramBotSettings):
     """A further bot, `[[telegram.bots]]`: a name and every key of `[telegram]`."""
 
@@ -60,6 +61,6 @@ class TelegramBot(BotEntry, TelegramBotSettings):
         return {"webhook_path": f"/telegram/{name}/webhook"}
 
 
-@dataclass(frozen=True, kw_only=True)
+@plain
 class TelegramSettings(TelegramBotSettings):
     bots: list[TelegramBot] = field(default_factory=empty_list)

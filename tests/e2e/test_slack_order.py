@@ -7,6 +7,8 @@ What could put them out of order (each test fails on the code before the fix):
   database came back went first, and an outage outlasting Slack's retries lost it;
 - a slash command: it asked Slack for the user's DM (conversations.open) before it took its
   place, so a message sent right after `/picobridge new` reached the old session first.
+  Taking its place, its ack waited for its DM's earlier messages: behind a file downloading
+  for longer than Slack's 3 s, the user saw an error (Slack's) although the command then ran.
 And a burst of one conversation's messages, back to back with other conversations' and partly
 queued before the daemon connected, is stored and answered in writing order: slack-sdk runs
 each envelope's listeners in a task of its own, so this holds only while nothing on the way
@@ -25,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.slack_support import assert_no_secrets, reply_to, slack_config
+from tests.fakes.server import DOWNLOAD
 from tests.fakes.slack import FakeSlack
 from tests.harness import SHORT_BUSY_TIMEOUT, AgentJournal, Daemon
 from tests.storage_faults import write_lock
@@ -157,6 +160,42 @@ async def test_a_message_right_after_a_slash_command_comes_after_it(tmp_path: Pa
                         for m in AgentJournal(tmp_path / "agent").messages()}
             fresh = [sessions[f"fresh start {n}"] for n in range(rounds)]
             assert len({sessions["before any /new"], *fresh}) == rounds + 1, sessions
+        assert_no_secrets(daemon, fake)
+
+
+async def test_a_slash_command_behind_a_downloading_file_is_acknowledged_at_once(
+        tmp_path: Path) -> None:
+    async with FakeSlack() as fake:
+        config = slack_config(tmp_path, fake, allowed_users=USERS)
+        async with Daemon(config) as daemon:
+            await fake.wait_for_socket()
+            channel = fake.dm_channel(ALICE)
+            first = fake.dm_message("before the file", user=ALICE)
+            await fake.send_event(first)
+            await reply_to(fake, channel, "echo: before the file")
+            fake.stall_next(DOWNLOAD)
+            shared = fake.add_file(b"a large file\n", name="large.txt")
+            await fake.send_event(fake.file_share_message([shared], "with a file", user=ALICE))
+            await fake.wait_for(lambda: DOWNLOAD in fake.stalled, "the download held", 30)
+            command = await fake.send_slash_command("/picobridge", "new", user=ALICE)
+            await fake.wait_for_ack(command["envelope_id"], timeout=30)
+            # Acknowledged while the message before it is still downloading its file...
+            assert fake.stalled == [DOWNLOAD] and not fake.downloads
+            fake.release(DOWNLOAD)
+            after = fake.dm_message("after the command", user=ALICE)
+            await fake.send_event(after)
+            await reply_to(fake, channel, "after the command", timeout=60)
+            # ... and still taken in its place: the message with the file before it (in the
+            # old session), the message after it in the new one.
+            rows = [(text, session) for chat, text, session in
+                    stored(tmp_path / "state" / "picobridge.db") if chat == f"slack:{channel}"]
+            assert [text for text, _ in rows] == [
+                "before the file", "with a file", "/new", "after the command"]
+            sessions = {str(m.get("content")): m["session"]
+                        for m in AgentJournal(tmp_path / "agent").messages()}
+            with_file = next(s for text, s in sessions.items() if "with a file" in text)
+            assert with_file == sessions["before the file"] != sessions["after the command"]
+            assert fake.command_responses == []  # nothing more to say: the ack was all
         assert_no_secrets(daemon, fake)
 
 

@@ -8,7 +8,8 @@ Faults (the same names and meanings on FakeTelegram and FakeSlack):
   platform's own shape. ``error`` is the platform's error text (Telegram's description, Slack's
   error code); 429 always carries ``retry_after`` (default 1 s); ``body`` replaces the JSON
   envelope with raw bytes, as a proxy's HTML error page would.
-- ``stall_next(method, times=)``: hold the next calls open, unanswered, until ``release()``.
+- ``stall_next(method, times=)``: hold the next calls open, unanswered, until ``release()``
+  (``stalled`` names the methods of the calls held now).
 - ``disconnect_next(method, times=)``: drop the connection of the next calls without an answer.
 - ``set_flood(every, retry_after=, methods=)``: every ``every``-th call of the platform's sending
   methods (or ``methods``) gets a 429 with ``retry_after``; ``every=0`` ends the flood.
@@ -103,6 +104,7 @@ class FakeServer:
         self._faults: dict[str, deque[Fault]] = {}
         self._flood: _Flood | None = None
         self._releases: dict[str, int] = {}  # method (or "*") -> how often it was released
+        self.stalled: list[str] = []  # the methods of the calls held open by stall_next now
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runner: web.AppRunner | None = None
         self._closing = False
@@ -326,7 +328,12 @@ class FakeServer:
             return self._releases.get(method, 0), self._releases.get("*", 0)
 
         before = count()
-        await self.until(lambda: self._closing or count() != before, None)
+        self.stalled.append(method)
+        self.notify()
+        try:
+            await self.until(lambda: self._closing or count() != before, None)
+        finally:
+            self.stalled.remove(method)
         return not self._closing
 
     async def guard(self, method: str, request: web.Request,

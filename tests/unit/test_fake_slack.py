@@ -613,3 +613,20 @@ async def test_post_event_http_reaches_a_verifying_server(fake: FakeSlack) -> No
     assert received[0]["body"]["event"]["text"] == "via http"
     assert received[1]["body"]["event_id"] == received[0]["body"]["event_id"]
     assert received[1]["retry"] == "1"
+
+
+async def test_a_commands_response_url_takes_five_answers_with_text_as_slack_does(
+        fake: FakeSlack) -> None:
+    url = fake.slash_command_payload("/picobridge", "status", user="U0ALICE")["response_url"]
+    async with aiohttp.ClientSession() as session:
+        async def post(target: str, body: object) -> tuple[int, str]:
+            async with session.post(target, json=body) as resp:
+                return resp.status, await resp.text()
+
+        assert await post(url, {"response_type": "ephemeral"}) == (400, "no_text")
+        assert await post(url + "0", {"text": "hi"}) == (404, "no_service")  # not issued
+        for n in range(5):
+            assert await post(url, {"text": f"answer {n}"}) == (200, "ok")
+        assert await post(url, {"text": "a sixth"}) == (404, "used_url")
+    assert [(r.user, r.text, r.response_type) for r in fake.command_responses] == [
+        ("U0ALICE", f"answer {n}", "ephemeral") for n in range(5)]

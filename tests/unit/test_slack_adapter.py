@@ -425,6 +425,26 @@ async def test_slash_command_from_another_dm_is_answered_in_the_bots_dm(
     assert message.chat == ChatRef("slack", fake.dm_channel(DEFAULT_USER), None)
 
 
+async def test_a_slash_command_behind_its_dms_messages_answers_later_by_its_response_url(
+        fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
+    adapter = await make()
+    bridge.gate.clear()  # the DM's message is still on its way into the "database"
+    await fake.send_event(fake.dm_message("before the command"))
+    await asyncio.wait_for(bridge.entered.wait(), 5)
+    body = fake.slash_command_payload("/picobridge", "status")
+    # Acknowledged while the message before it is held up, with nothing to say yet (the
+    # adapter waits for it at most ACK_WITHIN; before, it waited for the gate: the bound
+    # only turns that into a failure).
+    assert await asyncio.wait_for(adapter.handle_command(body), 10) is None
+    assert bridge.calls == 1 and fake.command_responses == []
+    bridge.refusing = True  # ... and when it comes, the database refuses it
+    bridge.gate.set()
+    (response,) = await fake.wait_for(lambda: fake.command_responses)
+    assert "try again" in response.text and response.response_type == "ephemeral"
+    assert response.user == DEFAULT_USER
+    assert bridge.submitted == []
+
+
 async def test_slash_command_in_a_channel_explains_the_text_commands(
         fake: FakeSlack, bridge: StubBridge, make: Callable[..., Any]) -> None:
     adapter = await make()

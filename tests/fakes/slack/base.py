@@ -17,6 +17,7 @@ from tests.fakes.slack.model import (
     APP_TOKEN_METHODS,
     Ack,
     AssistantStatus,
+    CommandResponse,
     Delivery,
     EphemeralMessage,
     EventState,
@@ -61,6 +62,7 @@ class SlackBase(FakeServer):
         self.uploaded_files: list[UploadedFile] = []
         self.assistant_statuses: list[AssistantStatus] = []
         self.downloads: list[FileDownload] = []
+        self.command_responses: list[CommandResponse] = []  # posted to a command's response_url
         # Socket Mode
         self.deliveries: list[Delivery] = []
         self.redeliveries: list[Delivery] = []
@@ -85,6 +87,8 @@ class SlackBase(FakeServer):
         self._events: dict[str, EventState] = {}
         self._envelope_event: dict[str, str] = {}  # envelope id -> event id
         self._acked_envelopes: set[str] = set()
+        self._response_urls: dict[str, str] = {}  # a command's response_url path -> its user
+        self._response_uses: dict[str, int] = {}  # ... -> how often it was posted to
         self._session: aiohttp.ClientSession | None = None
         self._methods = self.methods()
         self.setup()

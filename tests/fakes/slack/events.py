@@ -3,13 +3,20 @@ threads, mentions (Slack's "double event"), edits, deletions, file shares, slash
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
+import time
 import uuid
+
+from aiohttp import web
 
 from tests.fakes.server import JSON
 from tests.fakes.slack.chat import SlackChat
-from tests.fakes.slack.model import DEFAULT_CHANNEL, DEFAULT_USER
+from tests.fakes.slack.model import DEFAULT_CHANNEL, DEFAULT_USER, CommandResponse
+
+# Slack takes up to five responses to one command's response_url.
+RESPONSE_URL_USES = 5
 
 _MENTION = re.compile(r"(<@[UW][A-Z0-9]+(?:\|[^>]*)?>)")
 _MENTION_ID = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
@@ -31,7 +38,32 @@ def _previous(original: JSON) -> JSON:
 
 
 class SlackEvents(SlackChat):
-    """Events to hand to send_event() (Socket Mode) or post_event_http() (HTTP mode)."""
+    """Events to hand to send_event() (Socket Mode) or post_event_http() (HTTP mode), and the
+    response_url of the slash commands among them."""
+
+    def add_routes(self, app: web.Application) -> None:
+        super().add_routes(app)
+        app.router.add_post("/commands/{team}/{cid}/{token}", self._handle_response_url)
+
+    async def _handle_response_url(self, request: web.Request) -> web.StreamResponse:
+        # As Slack's hooks answer: plain text, an error code for a refused response.
+        user = self._response_urls.get(request.path)
+        if user is None:
+            return web.Response(status=404, text="no_service")
+        if self._response_uses.get(request.path, 0) >= RESPONSE_URL_USES:
+            return web.Response(status=404, text="used_url")
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return web.Response(status=400, text="invalid_payload")
+        if not isinstance(body, dict) or not (body.get("text") or body.get("blocks")):
+            return web.Response(status=400, text="no_text")
+        self._response_uses[request.path] = self._response_uses.get(request.path, 0) + 1
+        self.command_responses.append(CommandResponse(
+            user, str(body.get("text") or ""), str(body.get("response_type") or "ephemeral"),
+            time.monotonic()))
+        self.notify()
+        return web.Response(text="ok")
 
     def _user_message(self, text: str, *, channel: str, user: str, thread_ts: str | None,
                       ts: str | None, type_: str = "message") -> JSON:
@@ -148,13 +180,15 @@ class SlackEvents(SlackChat):
             self.register_channel(channel)
         self.register_user(user)
         info, cid = self.channels[channel], self.next_id("C")
+        path = f"/commands/{self.team_id}/{cid}/{secrets.token_hex(8)}"
+        self._response_urls[path] = user
         return {
             "token": self.verification_token, "team_id": self.team_id,
             "team_domain": "fake-team", "channel_id": channel,
             "channel_name": "directmessage" if info.get("is_im") else str(info.get("name")),
             "user_id": user, "user_name": str(self.users[user]["name"]), "command": command,
             "text": text, "api_app_id": self.app_id, "is_enterprise_install": "false",
-            "response_url": f"{self.url}/commands/{self.team_id}/{cid}/{secrets.token_hex(8)}",
+            "response_url": f"{self.url}{path}",
             "trigger_id": f"{cid}.{secrets.token_hex(8)}",
         }
 

@@ -61,6 +61,16 @@ class PostedMessage:
 
 
 @dataclass
+class CommandResponse:
+    """What the bot posted to a slash command's response_url (shown only to its user)."""
+
+    user: str
+    text: str
+    response_type: str  # "ephemeral" unless the bot asked for "in_channel"
+    time: float
+
+
+@dataclass
 class EphemeralMessage:
     channel: str
     user: str
