@@ -90,17 +90,22 @@ async def measure(installs: list[str], runs: int) -> dict[str, list[tuple[float,
     with tempfile.TemporaryDirectory(prefix="picobridge-bench-run-") as tmp_name:
         tmp = Path(tmp_name)
         async with FakeTelegram() as fake:
-            config = base_config(tmp, "--instant")
-            config["log"] = {"level": "INFO"}
-            config["telegram"] = {"token": fake.token, "base_url": fake.base_url,
-                                  "base_file_url": fake.base_file_url, "rate_limiter": False,
-                                  "allowed_users": [4242]}
-            path = write_config(tmp, config)
+            # A state_dir per install: one may have migrated the database beyond another.
+            paths = {}
+            for n, picobridge in enumerate(installs):
+                config = base_config(tmp / str(n), "--instant")
+                config["log"] = {"level": "INFO"}
+                config["telegram"] = {"token": fake.token, "base_url": fake.base_url,
+                                      "base_file_url": fake.base_file_url,
+                                      "rate_limiter": False, "allowed_users": [4242]}
+                (tmp / str(n)).mkdir()
+                paths[picobridge] = write_config(tmp / str(n), config)
             for picobridge in installs:  # warm the page cache and the .pyc files first
-                await one_start(picobridge, path, tmp)
+                await one_start(picobridge, paths[picobridge], tmp)
             for _ in range(runs):
                 for picobridge in installs:
-                    samples[picobridge].append(await one_start(picobridge, path, tmp))
+                    samples[picobridge].append(
+                        await one_start(picobridge, paths[picobridge], tmp))
     return samples
 
 
