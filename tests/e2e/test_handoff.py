@@ -128,6 +128,8 @@ async def test_run_becomes_a_daemon_without_pydantic_in_the_same_process(tmp_pat
                 # working directory.
                 assert cmdline(pid)[-4:-1] == [b"run", b"--config", str(config).encode()]
                 assert b"-P" in cmdline(pid)
+                # Its stdin, stdout and stderr are still the pipes this test started it with.
+                assert len(pipes(pid, range(3))) == 3 and pipes(pid, range(3)) <= pipes(os.getpid())
                 maps = mapped(pid)
                 assert any("_sqlite3" in m for m in maps)  # what the daemon uses is seen here
                 assert [m for m in maps if "pydantic" in m] == []
