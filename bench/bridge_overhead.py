@@ -11,8 +11,11 @@ Runs, in one process and one go:
 
 For 2 and 3 it also gives the daemon's CPU time per message (user + system of this process,
 which runs the bridge and its database thread; the agent is a child of its own): on a shared
-machine the wall figures swing with the load, this one much less. The load averages before
-and after are printed with the figures.
+machine the wall figures swing with the load, this one much less. For 3 it splits that CPU
+between the event loop's thread and the others (the database's), and counts what the process
+wrote per message (bytes and write calls, /proc/self/io: the WAL's pages, the agent's pipe),
+which does not move with the load at all (Linux only; left out elsewhere). The load averages
+before and after are printed with the figures.
 
 Each of the three runs once per agent protocol: picobot-json against an instant
 tests/fakes/fake_picobot.py, prime-rpc against an instant tests/fakes/fake_prime_agent.py (a
@@ -33,6 +36,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -84,6 +88,56 @@ def cpu_seconds() -> float:
     """User + system time of this process so far (every thread; not its children)."""
     times = os.times()
     return times.user + times.system
+
+
+def loop_thread_cpu() -> float | None:
+    """User + system time of the calling thread (the event loop's), or None off Linux."""
+    try:
+        stat = Path(f"/proc/self/task/{threading.get_native_id()}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def writes_so_far() -> tuple[int, int] | None:
+    """Bytes this process has written and its write calls (any file, pipe or socket)."""
+    try:
+        counters = dict(line.split(": ") for line in
+                        Path("/proc/self/io").read_text().splitlines())
+    except OSError:
+        return None
+    return int(counters["wchar"]), int(counters["syscw"])
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """What one throughput run cost per message: CPU seconds (the process, its event loop's
+    thread), bytes written and write calls; None where the system does not tell."""
+
+    cpu: float
+    loop_cpu: float | None
+    written: float | None
+    write_calls: float | None
+
+
+class CostMeter:
+    """Started before a run, read after it (in the event loop's thread)."""
+
+    def __init__(self) -> None:
+        self._cpu = cpu_seconds()
+        self._loop = loop_thread_cpu()
+        self._writes = writes_so_far()
+
+    def per_message(self, messages: int) -> Costs:
+        loop, writes = loop_thread_cpu(), writes_so_far()
+        loop_cpu = None if loop is None or self._loop is None \
+            else (loop - self._loop) / messages
+        written = calls = None
+        if writes is not None and self._writes is not None:
+            written = (writes[0] - self._writes[0]) / messages
+            calls = (writes[1] - self._writes[1]) / messages
+        return Costs((cpu_seconds() - self._cpu) / messages, loop_cpu, written, calls)
 
 
 def load_average() -> str:
@@ -200,13 +254,14 @@ async def bridged_latencies(protocol: str, tmp: Path, samples: int
 
 
 async def throughput(protocol: str, tmp: Path, messages: int, chats: int
-                     ) -> tuple[float, float]:
-    """Messages per second, and the CPU seconds per message."""
-    elapsed = cpu = 0.0
+                     ) -> tuple[float, Costs]:
+    """Messages per second, and what each message cost."""
+    elapsed = 0.0
+    costs = Costs(0.0, None, None, None)
 
     async def body(bridge: daemon.Daemon, adapter: BenchAdapter) -> None:
-        nonlocal elapsed, cpu
-        cpu = cpu_seconds()
+        nonlocal elapsed, costs
+        meter = CostMeter()
         started = time.perf_counter()
         for i in range(messages):
             await bridge.intake.submit(message(f"c{i % chats}", i))
@@ -214,10 +269,10 @@ async def throughput(protocol: str, tmp: Path, messages: int, chats: int
             adapter.event.clear()
             await adapter.event.wait()
         elapsed = time.perf_counter() - started
-        cpu = (cpu_seconds() - cpu) / messages
+        costs = meter.per_message(messages)
 
     await with_bridge(protocol, tmp, False, body)
-    return messages / elapsed, cpu
+    return messages / elapsed, costs
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +284,7 @@ class Figures:
     bridged: list[float]
     rates: list[float]
     cpu_latency: list[float]  # CPU seconds per message, one per round
-    cpu_throughput: list[float]
+    costs: list[Costs]  # the throughput run's, one per round
 
     @property
     def added_p50(self) -> float:
@@ -243,8 +298,8 @@ class Figures:
 async def measure(protocol: str, tmp: Path, args: argparse.Namespace) -> Figures:
     direct = await direct_latencies(protocol, tmp / "direct", args.latency_samples)
     bridged, cpu_latency = await bridged_latencies(protocol, tmp / "lat", args.latency_samples)
-    rate, cpu_throughput = await throughput(protocol, tmp / "tput", args.messages, args.chats)
-    return Figures(protocol, direct, bridged, [rate], [cpu_latency], [cpu_throughput])
+    rate, costs = await throughput(protocol, tmp / "tput", args.messages, args.chats)
+    return Figures(protocol, direct, bridged, [rate], [cpu_latency], [costs])
 
 
 def report(f: Figures, args: argparse.Namespace) -> None:
@@ -261,9 +316,20 @@ def report(f: Figures, args: argparse.Namespace) -> None:
           f"({args.messages} messages, {args.chats} chats, one turn per message, SQLite WAL, "
           "every message committed before dispatch)")
     us = 1e6
-    print(f"daemon CPU:        {statistics.median(f.cpu_throughput) * us:.0f} us per message "
+    cpu = statistics.median(c.cpu for c in f.costs)
+    print(f"daemon CPU:        {cpu * us:.0f} us per message "
           f"in the throughput run, {statistics.median(f.cpu_latency) * us:.0f} us one at a "
           "time (median of rounds; user + system, every thread)")
+    loop = [c.loop_cpu for c in f.costs if c.loop_cpu is not None]
+    if loop:
+        print(f"  by thread:       event loop {statistics.median(loop) * us:.0f} us, the others "
+              f"(the database's) {(cpu - statistics.median(loop)) * us:.0f} us")
+    written = [c.written for c in f.costs if c.written is not None]
+    calls = [c.write_calls for c in f.costs if c.write_calls is not None]
+    if written and calls:
+        print(f"  writes:          {statistics.median(written) / 1024:.1f} KB in "
+              f"{statistics.median(calls):.1f} write calls per message in the throughput run "
+              "(WAL pages, the agent's pipe; does not move with the load)")
 
 
 async def main() -> None:
@@ -287,7 +353,7 @@ async def main() -> None:
             pooled[protocol].bridged.extend(got.bridged)
             pooled[protocol].rates.extend(got.rates)
             pooled[protocol].cpu_latency.extend(got.cpu_latency)
-            pooled[protocol].cpu_throughput.extend(got.cpu_throughput)
+            pooled[protocol].costs.extend(got.costs)
     figures = list(pooled.values())
     print(f"load average (1, 5, 15 min): {load_before} before, {load_average()} after "
           f"({os.cpu_count()} CPUs)")

@@ -102,6 +102,10 @@ BENCHMARKS = [
                "x", 0.67, higher_is_better=True),
         Figure("picobot-json daemon CPU per message",
                rf"^daemon CPU:\s+{NUMBER} us per message in the throughput", " us"),
+        Figure("picobot-json event loop CPU per message",
+               rf"^\s+by thread:\s+event loop {NUMBER} us", " us"),
+        # Load-robust: the WAL's pages (every page a commit changed, whole) and the pipes.
+        Figure("picobot-json written per message", rf"^\s+writes:\s+{NUMBER} KB", " KB"),
     ]),
     Benchmark("slack_e2e", ["--chats", "10", "--messages", "10"], [
         # Issue 21's targets, against the baseline synced as picobridge is (FULL); the

@@ -8,7 +8,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args, get_origin
 
-from picobridge.config.fields import bare, section_class, section_fields
+from picobridge.config.fields import (
+    bare,
+    key_annotation,
+    section_class,
+    section_fields,
+    section_keys,
+)
 
 ENV_PREFIX = "PICOBRIDGE_"
 
@@ -30,16 +36,15 @@ def _env_names(model: type[Any], prefix: str) -> list[str]:
 def unknown_env(environ: Mapping[str, str], model: type[Any]) -> list[str]:
     """PICOBRIDGE_* variables that set nothing: a misspelled one (one underscore where two
     belong) would otherwise be ignored while the same mistake in the file is an error."""
-    known = _env_names(model, ENV_PREFIX)
-    known_set = set(known)
     problems = []
     for name in sorted(environ):
         upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in _NOT_SETTINGS or upper in known_set:
+        if (not upper.startswith(ENV_PREFIX) or upper in _NOT_SETTINGS
+                or _env_field(model, upper) is not None):
             continue
         from difflib import get_close_matches  # only to word a mistake
 
-        hint = get_close_matches(upper, known, n=1)
+        hint = get_close_matches(upper, _env_names(model, ENV_PREFIX), n=1)
         problems.append(f"unknown environment variable {name}"
                         + (f" (did you mean {hint[0]}?)" if hint else ""))
     return problems
@@ -71,11 +76,11 @@ def _env_field(model: type[Any], name: str) -> Any:
     annotation: Any = model
     for part in parts:
         section = section_class(annotation)
-        fields = section_fields(section) if section is not None else {}
-        match = next((f for k, f in fields.items() if k.upper() == part), None)
-        if match is None:
+        keys = section_keys(section) if section is not None else ()
+        match = next((k for k in keys if k.upper() == part), None)
+        if section is None or match is None:
             return None
-        annotation = match
+        annotation = key_annotation(section, match)
     return annotation
 
 

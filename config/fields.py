@@ -6,6 +6,7 @@ config/environment.py) and `Platform.secrets` walk; no pydantic imported."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
 from typing import Any, TypeVar, dataclass_transform
 
@@ -42,26 +43,50 @@ def plain(cls: type[T]) -> type[T]:
     """A frozen, keyword-only dataclass (of a `Plain` subclass: its repr and equality)."""
     return dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)(cls)
 
-_fields: dict[type[Any], dict[str, Any]] = {}
+
+_keys: dict[type[Any], tuple[str, ...]] = {}
+_annotations: dict[tuple[type[Any], str], Any] = {}
 
 
-def section_fields(cls: type[Any]) -> dict[str, Any]:
-    """A section class's keys and their annotations (their `Annotated` constraints kept):
-    {} for a class that is no section (nor a pydantic model). Found once per class."""
-    found = _fields.get(cls)
+def section_keys(cls: type[Any]) -> tuple[str, ...]:
+    """A section class's keys; none for a class that is no section (nor a pydantic model)."""
+    found = _keys.get(cls)
     if found is None:
-        found = _fields[cls] = _keys(cls)
+        model_fields = getattr(cls, "model_fields", None)  # a pydantic model's, if it is one
+        if dataclasses.is_dataclass(cls):
+            found = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+        else:
+            found = tuple(model_fields) if isinstance(model_fields, dict) else ()
+        _keys[cls] = found
     return found
 
 
-def _keys(cls: type[Any]) -> dict[str, Any]:
-    if dataclasses.is_dataclass(cls):
-        hints = typing.get_type_hints(cls, include_extras=True)
-        return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
-    model_fields = getattr(cls, "model_fields", None)  # a pydantic model's, if it is one
-    if isinstance(model_fields, dict):
-        return {name: info.rebuild_annotation() for name, info in model_fields.items()}
-    return {}
+def key_annotation(cls: type[Any], key: str) -> Any:
+    """The annotation of one key of a section class (its `Annotated` constraints kept),
+    evaluated alone and once: the checks look at the few keys a configuration sets, and
+    evaluating every key of every section (typing.get_type_hints) was a few ms per start."""
+    found = _annotations.get((cls, key), _annotations)
+    if found is _annotations:
+        found = _annotations[(cls, key)] = _annotation(cls, key)
+    return found
+
+
+def _annotation(cls: type[Any], key: str) -> Any:
+    if not dataclasses.is_dataclass(cls):
+        return cls.model_fields[key].rebuild_annotation()
+    for klass in cls.__mro__:
+        annotation = vars(klass).get("__annotations__", {}).get(key)
+        if isinstance(annotation, str):
+            # As typing.get_type_hints evaluates it: in the globals of the defining module.
+            return eval(annotation, vars(sys.modules[klass.__module__]))
+        if annotation is not None:
+            return annotation
+    raise KeyError(key)
+
+
+def section_fields(cls: type[Any]) -> dict[str, Any]:
+    """A section class's keys and their annotations ({} for a class that is no section)."""
+    return {key: key_annotation(cls, key) for key in section_keys(cls)}
 
 
 def bare(annotation: Any) -> Any:
@@ -74,4 +99,4 @@ def bare(annotation: Any) -> Any:
 def section_class(annotation: Any) -> type[Any] | None:
     """The section class an annotation is (a table of keys), or None."""
     annotation = bare(annotation)
-    return annotation if isinstance(annotation, type) and section_fields(annotation) else None
+    return annotation if isinstance(annotation, type) and section_keys(annotation) else None

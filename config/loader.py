@@ -31,7 +31,7 @@ from pydantic_settings import (
 from picobridge.config.agents import check_agents
 from picobridge.config.credentials import CredentialsSource, WithBotCredentials
 from picobridge.config.environment import ENV_PREFIX, env_source, not_json, unknown_env
-from picobridge.config.fields import section_class, section_fields
+from picobridge.config.fields import key_annotation, section_class, section_keys
 from picobridge.config.mentions import named_platforms
 from picobridge.config.sections import (
     VOICE_CREDENTIALS,
@@ -81,17 +81,10 @@ class _Environment(EnvSettingsSource):
         section = section_class(annotation)
         if section is None or not dataclasses.is_dataclass(section):
             return super().next_field(field, key, case_sensitive)
-        return _field_infos(section).get(key if case_sensitive else key.lower())
-
-
-_infos: dict[type[Any], dict[str, FieldInfo]] = {}
-
-
-def _field_infos(section: type[Any]) -> dict[str, FieldInfo]:
-    if section not in _infos:
-        _infos[section] = {name: FieldInfo.from_annotation(annotation) for name, annotation
-                           in section_fields(section).items()}
-    return _infos[section]
+        name = key if case_sensitive else key.lower()
+        if name not in section_keys(section):
+            return None
+        return FieldInfo.from_annotation(key_annotation(section, name))
 
 
 # A section's default: its class validated from nothing by the settings model's own validator.
@@ -210,18 +203,18 @@ def settings_of(platforms: Mapping[str, Platform] | None = None, **values: Any) 
 
 def _unknown_keys(data: Mapping[str, Any], model: type[Any], prefix: str = "") -> list[str]:
     problems = []
-    fields = section_fields(model)
+    keys = section_keys(model)
     for key, value in data.items():
         dotted = f"{prefix}{key}"
-        if key not in fields:
+        if key not in keys:
             from difflib import get_close_matches  # only to word a mistake
 
-            hint = get_close_matches(key, list(fields), n=1)
+            hint = get_close_matches(key, list(keys), n=1)
             problems.append(f"unknown key '{dotted}'" + (f" (did you mean '{prefix}{hint[0]}'?)"
                                                           if hint else ""))
             continue
-        section = section_class(fields[key])
-        if isinstance(value, dict) and section is not None:
+        section = section_class(key_annotation(model, key)) if isinstance(value, dict) else None
+        if section is not None:
             problems.extend(_unknown_keys(value, section, f"{dotted}."))
     return problems
 

@@ -86,6 +86,9 @@ class After:
     def __init__(self, check: Callable[[Any], Any]) -> None:
         self.check = check
 
+    def __repr__(self) -> str:
+        return f"After({self.check.__qualname__})"
+
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
         from pydantic_core import core_schema
 

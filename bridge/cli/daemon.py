@@ -1,5 +1,10 @@
 """The commands that hold the state directory: `run` (the daemon), `chat` (the console through
-the same bridge) and `migrate`. Only run and chat import the daemon's wiring."""
+the same bridge) and `migrate`. Only run and chat import the daemon's wiring.
+
+`run` checks what it can before anything starts (the configuration, who may change it, that
+some platform is on, the agent's program), then becomes the daemon proper (cli/handoff.py),
+which takes the state directory and serves (`serve`). `chat` and `migrate` stay in one
+program: a console and a one-off, whose footprint matters less than their start."""
 
 from __future__ import annotations
 
@@ -8,9 +13,9 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from picobridge import exit_codes
 from picobridge.cli import statedir
@@ -21,14 +26,36 @@ from picobridge.cli.instance import InstanceLock, InstanceLocked
 if TYPE_CHECKING:
     from picobridge.agent.agents import AgentSet
     from picobridge.cli.invocation import Invocation
+    from picobridge.cli.signals import HeldSignals
     from picobridge.config.settings import Settings
     from picobridge.store import Store
 
 log = logging.getLogger("picobridge.cli")
 
 
-def run_command(invocation: Invocation) -> int:
-    return asyncio.run(_run(invocation.settings(), invocation))
+def run_command(invocation: Invocation) -> NoReturn:
+    from picobridge.adapters.registry import enabled_platforms
+    from picobridge.cli import handoff
+    from picobridge.cli.agent_hint import missing_agent
+
+    handoff.hold_signals()  # a stop asked for from now on is acted on by the daemon proper
+    settings = invocation.settings()
+    _refuse_exposed(settings, invocation)
+    if not enabled_platforms(settings):
+        raise CliError(f"config error: {no_platform(settings)} (or try `picobridge chat "
+                       "--echo`)", exit_codes.CONFIG)
+    for command in _agent_commands(settings):
+        hint = missing_agent(command)
+        if hint:
+            log.error("agent command not found: %r (agent.command); %s", command[0], hint)
+    handoff.exec_daemon(settings, invocation.argv, invocation.default_state_dir)
+
+
+def serve(settings: Settings, words: Sequence[str], announce: bool,
+          held: HeldSignals | None = None) -> int:
+    """The daemon proper, with settings `run_command` checked: `words` are what was typed
+    (repeated in the state_dir's messages), `announce` to say the state_dir was made."""
+    return asyncio.run(_serve(settings, words, announce, held))
 
 
 def chat_command(invocation: Invocation) -> int:
@@ -40,17 +67,17 @@ def migrate_command(invocation: Invocation) -> int:
 
 
 @asynccontextmanager
-async def _exclusive_store(settings: Settings, invocation: Invocation) -> AsyncIterator[Store]:
+async def _exclusive_store(settings: Settings, words: Sequence[str], command: str,
+                           announce: bool) -> AsyncIterator[Store]:
     """The store, with this process the only picobridge using the state directory."""
-    statedir.prepare(settings.state_dir, invocation.argv, create=True,
-                     announce=invocation.default_state_dir)
+    statedir.prepare(settings.state_dir, words, create=True, announce=announce)
     lock = InstanceLock(settings.state_dir)
     try:
-        lock.acquire(invocation.args.command)
+        lock.acquire(command)
     except InstanceLocked as exc:
         raise CliError(str(exc), exit_codes.DATABASE) from None
     except OSError as exc:
-        raise statedir.problem(settings.state_dir, exc, invocation.argv) from None
+        raise statedir.problem(settings.state_dir, exc, words) from None
     try:
         store = await open_store(settings)
         try:
@@ -80,22 +107,14 @@ def _refuse_exposed(settings: Settings, invocation: Invocation) -> None:
         raise CliError("refusing to start: " + "; ".join(found.refusals), exit_codes.CONFIG)
 
 
-async def _run(settings: Settings, invocation: Invocation) -> int:
+async def _serve(settings: Settings, words: Sequence[str], announce: bool,
+                 held: HeldSignals | None) -> int:
     from picobridge.adapters.registry import build_adapters
     from picobridge.cli import wiring as daemon
-    from picobridge.cli.agent_hint import missing_agent
 
-    _refuse_exposed(settings, invocation)
     adapters = build_adapters(settings)
-    if not adapters:
-        raise CliError(f"config error: {no_platform(settings)} (or try `picobridge chat "
-                       "--echo`)", exit_codes.CONFIG)
-    for command in _agent_commands(settings):
-        hint = missing_agent(command)
-        if hint:
-            log.error("agent command not found: %r (agent.command); %s", command[0], hint)
-    async with _exclusive_store(settings, invocation) as store:
-        return await daemon.run(settings, store, adapters)
+    async with _exclusive_store(settings, words, "run", announce) as store:
+        return await daemon.run(settings, store, adapters, held=held)
 
 
 async def _chat(settings: Settings, invocation: Invocation) -> int:
@@ -112,7 +131,8 @@ async def _chat(settings: Settings, invocation: Invocation) -> int:
         await console.input_done.wait()
         await daemon.wait_until_settled(assembled, CONSOLE_CHAT.key, console.reply_printed)
 
-    async with _exclusive_store(settings, invocation) as store:
+    async with _exclusive_store(settings, invocation.argv, invocation.args.command,
+                                invocation.default_state_dir) as store:
         return await daemon.run(settings, store, [console], finished=finished)
 
 
@@ -134,7 +154,8 @@ async def _agent_up(pool: AgentSet, commands: list[list[str]]) -> None:
 
 
 async def _migrate(settings: Settings, invocation: Invocation) -> int:
-    async with _exclusive_store(settings, invocation) as store:
+    async with _exclusive_store(settings, invocation.argv, invocation.args.command,
+                                invocation.default_state_dir) as store:
         version = await store.schema_version()
     print(f"database {settings.db_path} is at schema version {version}")
     return exit_codes.OK

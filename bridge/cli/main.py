@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from picobridge.cli.invocation import Invocation
 
-__all__ = ["COMMANDS", "CliError", "main"]
+__all__ = ["COMMANDS", "CliError", "guarded", "main"]
 
 # Each command's "module:function"; the function takes the Invocation and returns the exit
 # code. A new command: its parser in cli/parser.py, one line here, and a module whose
@@ -57,8 +57,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from picobridge.cli.parser import build_parser
 
     invocation = Invocation(build_parser().parse_args(words), words)
+    return guarded(lambda: command(invocation.args.command)(invocation),
+                   lambda: invocation.secrets, invocation.args.command)
+
+
+def guarded(call: Callable[[], int], secrets: Callable[[], list[str]], name: str) -> int:
+    """`call()`'s exit code; an operator's mistake (CliError) one line and its code,
+    anything unforeseen one line too (`secrets()` redacted from it). For the command `name`,
+    here and in the daemon proper (cli/handoff.py)."""
     try:
-        return command(invocation.args.command)(invocation)
+        return call()
     except CliError as exc:
         print(f"picobridge: {exc}", file=sys.stderr)
         return exc.code
@@ -70,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return exit_codes.OK
     except Exception as exc:  # the last resort: one line, never a traceback on its own
-        return _unexpected(exc, invocation)
+        return _unexpected(exc, secrets(), name)
 
 
 def command(name: str) -> Callable[[Invocation], int]:
@@ -79,7 +87,7 @@ def command(name: str) -> Callable[[Invocation], int]:
     return handler
 
 
-def _unexpected(exc: Exception, invocation: Invocation) -> int:
+def _unexpected(exc: Exception, secrets: list[str], name: str) -> int:
     """One line on stderr. The traceback goes to the log with log.level DEBUG, and always for
     the daemon, whose log (the journal) is where an operator looks for it."""
     import logging
@@ -87,13 +95,12 @@ def _unexpected(exc: Exception, invocation: Invocation) -> int:
     from picobridge.ops.logs import RedactingFormatter, setup_logging
 
     log = logging.getLogger("picobridge.cli")
-    secrets = invocation.secrets
     from picobridge.adapters.registry import library_loggers, secret_shapes
 
     scrub = RedactingFormatter("%(message)s", secrets, journald=False, shapes=secret_shapes())
     debugging = (logging.getLogger().isEnabledFor(logging.DEBUG)
                  or os.environ.get("PICOBRIDGE_LOG__LEVEL", "").upper() == "DEBUG"
-                 or invocation.args.command == "run")
+                 or name == "run")
     if debugging:
         if not logging.getLogger().handlers:
             setup_logging("DEBUG", secrets, library_loggers(), shapes=secret_shapes())

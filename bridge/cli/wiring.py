@@ -24,7 +24,7 @@ from picobridge.agent.worker import AgentWorker
 from picobridge.cli.affinity import AffinityRecorder
 from picobridge.cli.errors import CliError
 from picobridge.cli.routing import build_routing
-from picobridge.cli.signals import Signals
+from picobridge.cli.signals import HeldSignals, Signals
 from picobridge.config.settings import Settings
 from picobridge.contract import DEFAULT_AGENT, Adapter, catalogue
 from picobridge.core.access import AccessPolicy
@@ -289,8 +289,10 @@ async def run(
     adapters: Sequence[Adapter],
     *,
     finished: Callable[[Daemon], Coroutine[Any, Any, None]] | None = None,
+    held: HeldSignals | None = None,
 ) -> int:
-    """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns."""
+    """Run until SIGTERM/SIGINT, a fatal platform error, or `finished` returns; `held`
+    signals came while the daemon proper started (cli/handoff.py)."""
     raise_fd_limit()
     daemon = await assemble(settings, store, adapters)
     views = sources(daemon)
@@ -299,7 +301,7 @@ async def run(
         from picobridge.ops.endpoints import add_routes  # with aiohttp's server, metrics
 
         add_routes(daemon.http.app, views, daemon.adapters)
-    signals = Signals(asyncio.get_running_loop())
+    signals = Signals(asyncio.get_running_loop(), held)
     signals.install()
     code = exit_codes.OK
     try:

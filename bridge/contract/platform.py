@@ -103,10 +103,10 @@ class Platform(ABC):
 
     def secrets(self, section: Any) -> list[str]:
         """Every secret in the section, for the log redaction filter."""
-        from picobridge.config.fields import section_fields
+        from picobridge.config.fields import section_keys
 
         found = []
-        for name in section_fields(type(section)):
+        for name in section_keys(type(section)):
             value = getattr(section, name)
             if hasattr(value, "get_secret_value"):
                 found.append(str(value.get_secret_value()))

@@ -15,13 +15,14 @@ from tests.fakes.telegram import FakeTelegram
 from tests.harness import Daemon
 
 # Imported at start by every Python process with this folder on its path; writes the daemon's
-# sys.modules when it exits (the fake agent it starts is left alone).
+# sys.modules when it exits (the fake agent it starts is left alone). `run` is the daemon
+# proper it re-executes itself into (cli/handoff.py), `chat` the command line itself.
 HOOK = """
 import atexit
 import sys
 
 def _write():
-    if sys.orig_argv[1:3] == ["-m", "picobridge"]:
+    if "picobridge.cli.handoff" in sys.orig_argv or sys.orig_argv[1:3] == ["-m", "picobridge"]:
         with open({listing!r}, "w") as out:
             out.write("\\n".join(sorted(sys.modules)))
 

@@ -8,12 +8,14 @@ import dataclasses
 import pickle
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from picobridge.adapters.registry import PLATFORMS, platforms
+from picobridge.config.fields import section_class, section_fields
 from picobridge.config.settings import Settings, load_settings
 from picobridge.config.values import Secret
 
@@ -139,3 +141,27 @@ def test_no_secret_shows_in_any_repr_or_str(loaded: Settings) -> None:
     token = loaded.section("telegram").token
     assert token is not None and token.get_secret_value() == TELEGRAM
     assert (repr(token), str(token)) == ("Secret('**********')", "**********")
+
+
+def test_each_key_is_read_as_typing_reads_it() -> None:
+    # The checks evaluate one key's annotation at a time (config/fields.py): the same as
+    # typing's evaluation of them all, for every section class there is.
+    from picobridge.config.loader import settings_model
+
+    model = settings_model()  # every section the loader validates, every platform's too
+    classes: list[type[Any]] = [c for f in model.model_fields.values()
+                                for c in map(section_class, (f.annotation, *typing.get_args(
+                                    f.annotation))) if c is not None]
+    seen: set[type[Any]] = set()
+    while classes:
+        cls = classes.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
+        fields = section_fields(cls)
+        assert fields and {k: repr(a) for k, a in fields.items()} == {
+            k: repr(hints[k]) for k in fields}, cls
+        classes.extend(c for a in fields.values() for c in map(section_class, (
+            a, *typing.get_args(a))) if c is not None)
+    assert len(seen) >= 16  # the core's sections, every platform's and their bots'

@@ -1,0 +1,130 @@
+"""The handoff's parts (cli/handoff.py, cli/signals.py HeldSignals): what goes through the
+pipe and what the daemon proper does with signals that came before its loop; the whole of it,
+with `picobridge run`, is tests/e2e/test_handoff.py."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+
+from picobridge.adapters import registry
+from picobridge.cli import handoff
+from picobridge.cli.signals import HeldSignals, Signals
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """Picklable settings, as the daemon gets them."""
+
+    token: str = "123:secret"
+    routes: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def sender_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `receive` sets is put back after the test."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(registry, "PLATFORMS", registry.PLATFORMS)
+
+
+def received(read: int) -> tuple[object, bool]:
+    return handoff.receive(read)
+
+
+def through_a_pipe(settings: StandIn, announce: bool) -> int:
+    read, write = os.pipe()
+    try:
+        handoff.send(write, cast(Any, settings), announce)
+    finally:
+        os.close(write)
+    return read
+
+
+@pytest.mark.usefixtures("sender_state")
+def test_the_settings_come_through_and_the_pipe_is_closed() -> None:
+    read = through_a_pipe(StandIn(routes=["a", "b"]), True)
+    assert received(read) == (StandIn(routes=["a", "b"]), True)
+    with pytest.raises(OSError):
+        os.fstat(read)
+
+
+@pytest.mark.usefixtures("sender_state")
+def test_a_launchers_registrations_and_import_path_reach_the_daemon(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "PLATFORMS", {**registry.PLATFORMS,
+                                                "loopback": "loopback_platform:Platform"})
+    monkeypatch.setattr(sys, "path", ["/launcher/dir", *sys.path])
+    read = through_a_pipe(StandIn(), False)
+    monkeypatch.setattr(registry, "PLATFORMS", {})
+    monkeypatch.setattr(sys, "path", sys.path[1:])
+    assert received(read) == (StandIn(), False)
+    assert registry.PLATFORMS["loopback"] == "loopback_platform:Platform"
+    assert sys.path[0] == "/launcher/dir"
+
+
+@pytest.mark.usefixtures("sender_state")
+def test_settings_larger_than_a_pipe_still_go_before_anyone_reads() -> None:
+    big = StandIn(routes=["x" * 1000] * 300)  # about 300 KB, beyond the 64 KB default
+    pipe: list[int] = []
+    writer = threading.Thread(target=lambda: pipe.append(through_a_pipe(big, False)),
+                              daemon=True)
+    writer.start()
+    writer.join(60)
+    assert pipe, "send blocked: nobody reads until the exec"
+    assert received(pipe[0]) == (big, False)
+
+
+def test_the_daemon_proper_ignores_the_working_directory() -> None:
+    # -P: `python -m` would put the working directory (systemd: the state_dir, where agents
+    # write) first on the import path.
+    assert "-P" in handoff._interpreter_flags() or sys.flags.safe_path
+
+
+HELD_SCRIPT = """
+import os, signal
+from picobridge.cli.signals import HeldSignals
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+os.kill(os.getpid(), signal.SIGHUP)  # pending, as across the exec
+held = HeldSignals({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+held.install()
+os.kill(os.getpid(), signal.SIGTERM)
+print([s.name for s in held.taken()], flush=True)
+print(signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, []), flush=True)
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGTERM):
+    os.kill(os.getpid(), sig)
+print("not reached", flush=True)
+"""
+
+
+def test_held_signals_are_kept_in_order_unblocked_and_a_third_stop_is_obeyed() -> None:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(HELD_SCRIPT)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.splitlines() == ["['SIGHUP', 'SIGTERM']", "False"], done.stderr
+    assert done.returncode == 1
+    assert "SIGTERM received a third time while starting: exiting now" in done.stderr
+
+
+async def test_signals_act_on_what_was_held(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "picobridge.daemon")
+    held = HeldSignals({signal.SIGTERM, signal.SIGHUP})
+    held._take(signal.SIGHUP, None)
+    held._take(signal.SIGTERM, None)
+    signals = Signals(asyncio.get_running_loop(), held)
+    signals.install()
+    try:
+        assert signals.stop_requested.is_set() and signals.first is signal.SIGTERM
+    finally:
+        signals.remove()
+    assert "SIGHUP ignored" in caplog.text and "SIGTERM received: stopping" in caplog.text
+    assert held.taken() == []
