@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -38,7 +39,10 @@ def sender_state(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def received(read: int) -> tuple[object, bool]:
-    return handoff.receive(read)
+    """What the daemon proper gets: the import path as BOOT reads it, then the rest."""
+    pipe = os.fdopen(read, "rb")
+    sys.path[:] = pickle.load(pipe)
+    return handoff.receive(pipe)
 
 
 def through_a_pipe(settings: StandIn, announce: bool) -> int:
