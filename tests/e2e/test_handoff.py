@@ -13,13 +13,14 @@ import socket
 import struct
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
 import picobridge
 from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import REPO, WAIT, Daemon, cli_env
+from tests.harness import REPO, WAIT, Daemon, cli_env, run_cli, write_config
 
 DAEMON_PROPER = b"picobridge.cli.handoff"
 
@@ -79,6 +80,13 @@ def holding(pid: int, secret: bytes, state: Path) -> list[str]:
     found = [name for name in ("cmdline", "environ")
              if secret in Path(f"/proc/{pid}/{name}").read_bytes()]
     return found + [str(p) for p in state.rglob("*") if p.is_file() and secret in p.read_bytes()]
+
+
+def with_agent(config: Path, command: list[str]) -> Path:
+    """A copy of `config` (same state_dir) with another agent.command."""
+    tables = tomllib.loads(config.read_text(encoding="utf-8"))
+    tables["agent"]["command"] = command
+    return write_config(config.parent, tables, "second.toml")
 
 
 class CredentialedNotifySocket:
@@ -172,6 +180,29 @@ async def test_a_sigterm_while_run_checks_the_configuration_stops_it_in_order(
         os.kill(pid, signal.SIGTERM)
         assert await daemon.wait(WAIT) == 0, daemon.log[-2000:]
     assert daemon.log.index("shutting down") > daemon.log.index("SIGTERM received: stopping")
+
+
+async def test_what_run_says_before_and_after_the_exec_comes_in_the_same_order(
+        tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake)
+        # Said before the exec: the config file others may read (it holds the token), the
+        # agent program that is not installed. After it: the state_dir is another's.
+        second = with_agent(config, ["/nonexistent/picobot"])
+        async with Daemon(config) as first:
+            await started(first, fake)
+            assert first.proc is not None
+            code, _, err = await run_cli("run", "--config", str(second))
+    lines = err.splitlines()
+
+    def where(text: str) -> int:
+        return next(n for n, line in enumerate(lines) if text in line)
+
+    assert code == 4, err
+    assert where("holds a token and every user may read it") < where(
+        "agent command not found: '/nonexistent/picobot'") < where(
+        f"picobridge: another picobridge (pid {first.proc.pid}) is using {tmp_path / 'state'}")
+    assert "Traceback" not in err
 
 
 LAUNCHER = """
