@@ -66,10 +66,26 @@ async def test_a_telegram_daemon_that_took_files_loads_no_second_http_stack(
     assert "[Attachment: report.pdf]" in (answer.text or "")  # the agent had the file
     assert len(fake.downloads) == 2, fake.downloads  # both files came over the network
     names = listing.read_text(encoding="utf-8").split("\n")
-    # What is counted is a daemon that fetched files with its Telegram adapter.
-    assert {"telegram", "aiohttp", "picobridge.adapters.telegram.files"} <= set(names)
+    # What is counted is a daemon that fetched files with its Telegram adapter, and rendered
+    # its replies' Markdown.
+    assert {"telegram", "aiohttp", "picobridge.adapters.telegram.files",
+            "telegramify_markdown", "pyromark"} <= set(names)
     # Without the rate limiter (these tests' default), not its bucket library either.
     assert unwanted(names, (*NOT_FOR_TELEGRAM, "aiolimiter")) == [], unwanted(names)
+
+
+async def test_an_idle_daemon_has_not_loaded_the_markdown_renderer(tmp_path: Path) -> None:
+    # telegramify_markdown and pyromark (about 1.8 MB resident) come with the first reply.
+    env, listing = probed(tmp_path)
+    async with FakeTelegram() as fake:
+        async with Daemon(telegram_config(tmp_path, fake), env=env) as daemon:
+            await started(daemon, fake)
+            await fake.wait_for_poll()
+        assert daemon.proc is not None and daemon.proc.returncode == 0, daemon.log[-2000:]
+    names = listing.read_text(encoding="utf-8").split("\n")
+    assert "picobridge.adapters.telegram.render" in names  # the adapter was there
+    renderer = unwanted(names, ("telegramify_markdown", "pyromark"))
+    assert renderer == [], renderer
 
 
 async def test_the_rate_limiter_answers_without_ptbs_framework(tmp_path: Path) -> None:
