@@ -49,9 +49,11 @@ class Answers:
             try:
                 spoken = reply if self._voice is None else await self._voice.spoken(
                     turn.messages, reply)
-                await self.commit(turn.chat, dataclasses.replace(
-                    spoken, reply_to=turn.messages[-1].reply_to), session_id=turn.session,
-                    settles=turn.messages, settle_status=status, error=error)
+                reply_to = turn.messages[-1].reply_to
+                if spoken.reply_to != reply_to:
+                    spoken = dataclasses.replace(spoken, reply_to=reply_to)
+                await self.commit(turn.chat, spoken, session_id=turn.session,
+                                  settles=turn.messages, settle_status=status, error=error)
             finally:
                 after(turn)
 

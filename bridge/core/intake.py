@@ -100,7 +100,7 @@ class Intake:
                            self._liveness.ages(), self._liveness.silent())
 
     async def submit(self, message: InboundMessage) -> SubmitResult:
-        async with self._storage.writing("receiving a message"):
+        with self._storage.writing("receiving a message"):
             return await self._submit(message)
 
     async def _submit(self, message: InboundMessage) -> SubmitResult:
@@ -310,7 +310,7 @@ class Intake:
 
     async def answer_dialog(self, dialog_id: str, chat: ChatRef, user_id: str,
                             answer: DialogAnswer) -> str | None:
-        async with self._storage.writing("reading a click"):
+        with self._storage.writing("reading a click"):
             allowed = await self._access.allowed(chat.platform, user_id)
         if not allowed:
             return None
@@ -319,11 +319,11 @@ class Intake:
         return await self._dialogs.answer(dialog_id, chat, answer)
 
     async def is_allowed(self, platform: str, user_id: str) -> bool:
-        async with self._storage.writing("checking access"):
+        with self._storage.writing("checking access"):
             return await self._access.allowed(platform, user_id)
 
     async def update_queued(self, platform: str, platform_message_id: str, text: str) -> bool:
-        async with self._storage.writing("applying an edit"):
+        with self._storage.writing("applying an edit"):
             updated = await self._store.update_text(platform, platform_message_id, text)
         if updated is None:
             return False
@@ -331,15 +331,15 @@ class Intake:
         return True
 
     async def knows_chat(self, chat: ChatRef) -> bool:
-        async with self._storage.writing("looking up a chat"):
+        with self._storage.writing("looking up a chat"):
             return await self._store.has_chat(chat)
 
     async def get_cursor(self, name: str) -> str | None:
-        async with self._storage.writing("reading a position"):
+        with self._storage.writing("reading a position"):
             return await self._store.get_cursor(name)
 
     async def set_cursor(self, name: str, value: str) -> None:
-        async with self._storage.writing("saving a position"):
+        with self._storage.writing("saving a position"):
             await self._store.set_cursor(name, value)
 
     def heard_from(self, platform: str) -> None:

@@ -22,7 +22,8 @@ import atexit
 import sys
 
 def _write():
-    if "picobridge.cli.handoff" in sys.orig_argv or sys.orig_argv[1:3] == ["-m", "picobridge"]:
+    if (any("picobridge.cli.handoff" in arg for arg in sys.orig_argv)
+            or sys.orig_argv[1:3] == ["-m", "picobridge"]):
         with open({listing!r}, "w") as out:
             out.write("\\n".join(sorted(sys.modules)))
 
