@@ -70,9 +70,11 @@ def enabled_platforms(settings: Settings) -> list[str]:
 
 
 def build_adapters(settings: Settings) -> list[Adapter]:
-    found = bots(settings)
-    return [found[bot][0].bot_adapter(settings, bot, found[bot][1])
-            for bot in enabled_platforms(settings)]
+    # Only the platforms the configuration names: an unnamed one's default section would
+    # import its settings module (its classes) into a daemon that never runs it.
+    found = bots(settings, named_only=True)
+    return [platform.bot_adapter(settings, bot, section)
+            for bot, (platform, section) in found.items() if platform.active(section)]
 
 
 def allow_lists(settings: Settings) -> dict[str, frozenset[str]]:

@@ -79,6 +79,12 @@ BENCHMARKS = [
         Figure("--version", rf"^--version\s+{NUMBER} ms", " ms"),
         Figure("access list", rf"^access list\s+{NUMBER} ms", " ms"),
     ]),
+    # No target: `run`'s start to READY=1, one interpreter start more since the daemon proper
+    # is re-executed (cli/handoff.py); the CPU figure moves less with the load.
+    Benchmark("run_startup", ["--runs", "5"], [
+        Figure("run to READY=1", rf": ready in\s+{NUMBER} ms", " ms"),
+        Figure("run CPU to READY=1", rf"\(CPU\s+{NUMBER} ms", " ms"),
+    ]),
     Benchmark("memory", ["--chats", "1000", "--wave", "250"], [
         # Issue 21's targets: <= 62 MB with both platforms, <= 2 KB per chat.
         Figure("idle RSS, both platforms", rf"^idle RSS\s+{NUMBER} MB", " MB", 62),

@@ -2,7 +2,7 @@
 
 A chat's messages must reach the bridge in the order they were written even when one of them
 is slow (a file to download), while other chats must not wait for it. Each piece of work
-handed in for a chat waits for the one handed in before it, and only for that one.
+handed in for a chat waits for the chat's work handed in before it, and for nothing else.
 
 The order itself is the core's (picobridge.supervision.InOrder); this is its platforms' face:
 the pieces are held in the adapter part's TaskSet (waited for and stopped with its other

@@ -39,8 +39,7 @@ def make_bot(token: str, cfg: TelegramBotSettings) -> tuple[Bot, BaseRequest]:
     # (and a read timeout that PTB extends by the poll timeout).
     sends = request(cfg, 32, media_write=120.0)
     if cfg.rate_limiter:
-        # Loaded only when on: aiolimiter reads its package metadata when imported, which
-        # brings importlib.metadata, zipfile and csv (about 0.6 MB) if nothing else has.
+        # Loaded only when on; aiolimiter itself only by the first send (limiter.leaky_bucket).
         from picobridge.adapters.telegram.limiter import FloodLimits, LimitedRequest
 
         sends = LimitedRequest(sends, FloodLimits())

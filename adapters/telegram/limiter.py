@@ -14,10 +14,14 @@ and the outbox wait out Telegram's retry_after themselves, in order, and count i
 
 from __future__ import annotations
 
-from aiolimiter import AsyncLimiter
+from typing import TYPE_CHECKING
+
 from telegram._utils.types import ODVInput
 from telegram.constants import FloodLimit
 from telegram.request import BaseRequest, RequestData
+
+if TYPE_CHECKING:
+    from aiolimiter import AsyncLimiter
 
 # (calls, seconds): Telegram's limits as PTB states them.
 OVERALL = (FloodLimit.MESSAGES_PER_SECOND, 1.0)
@@ -27,10 +31,20 @@ PER_GROUP = (FloodLimit.MESSAGES_PER_MINUTE_PER_GROUP, 60.0)
 KEPT_GROUPS = 512
 
 
+def leaky_bucket(rate: tuple[float, float]) -> AsyncLimiter:
+    """A leaky bucket of `rate` (calls, seconds). aiolimiter is imported by the first call
+    that takes a turn, not by an idle daemon: importing it reads its package's metadata,
+    which brings importlib.metadata, zipfile and csv (about 0.8 MB resident)."""
+    from aiolimiter import AsyncLimiter
+
+    return AsyncLimiter(*rate)
+
+
 class FloodLimits:
     def __init__(self, overall: tuple[float, float] = OVERALL,
                  per_group: tuple[float, float] = PER_GROUP) -> None:
-        self._overall = AsyncLimiter(*overall)
+        self._overall_rate = overall
+        self._overall: AsyncLimiter | None = None  # made by the first call naming a chat
         self._per_group = per_group
         self._groups: dict[int | str, AsyncLimiter] = {}
 
@@ -46,6 +60,8 @@ class FloodLimits:
         group = group_of(chat_id)
         if group is not None:
             await self._group(group).acquire()
+        if self._overall is None:
+            self._overall = leaky_bucket(self._overall_rate)
         await self._overall.acquire()
 
     def _group(self, group: int | str) -> AsyncLimiter:
@@ -54,7 +70,7 @@ class FloodLimits:
             if len(self._groups) >= KEPT_GROUPS:
                 self._groups = {key: kept for key, kept in self._groups.items()
                                 if not kept.has_capacity(kept.max_rate)}
-            bucket = self._groups[group] = AsyncLimiter(*self._per_group)
+            bucket = self._groups[group] = leaky_bucket(self._per_group)
         return bucket
 
 

@@ -30,17 +30,15 @@ What it does not do, and how this module copes:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyromark
-import telegramify_markdown
 from telegram import MessageEntity
-from telegramify_markdown.converter import STANDARD_OPTIONS
 
 from picobridge.adapters.common.textsplit import (
     iter_split_markdown,
@@ -48,13 +46,15 @@ from picobridge.adapters.common.textsplit import (
 )
 from picobridge.contract import scrub_surrogates
 
+if TYPE_CHECKING:
+    import telegramify_markdown
+
 log = logging.getLogger(__name__)
 
 TELEGRAM_LIMIT = 4096
 # Telegram silently ignores the formatting after a message's 100th entity.
 MAX_ENTITIES = 100
 _MIN_LIMIT = 2  # one astral-plane character takes two UTF-16 units
-_CONFIG = telegramify_markdown.RenderConfig.isolated()
 _UNESCAPED = re.compile(r"(?<!\\)((?:\\\\)*)([<&])")
 _LITERAL_LINKS = ("Autolink", "Email")
 
@@ -139,9 +139,21 @@ def _rendered(markdown: str, limit: int) -> Iterator[TelegramChunk]:
             yield from (TelegramChunk(raw, ()) for raw in _plain(piece, limit))
 
 
+# The converter and its parser (telegramify_markdown, pyromark: about 1.8 MB resident) are
+# imported by the first reply, not by an idle daemon: the import statements in the functions
+# below cost a dictionary lookup once the modules are loaded.
+@functools.cache
+def _config() -> telegramify_markdown.RenderConfig:
+    import telegramify_markdown
+
+    return telegramify_markdown.RenderConfig.isolated()
+
+
 def _convert(markdown: str) -> tuple[str, list[Any]]:
     """Convert one piece and trim it the way Telegram will."""
-    text, entities = telegramify_markdown.convert(escape_html(markdown), config=_CONFIG)
+    import telegramify_markdown
+
+    text, entities = telegramify_markdown.convert(escape_html(markdown), config=_config())
     return _trim(text, entities)
 
 
@@ -195,6 +207,9 @@ def escape_html(markdown: str) -> str:
 
 def _literal_ranges(markdown: str) -> list[tuple[int, int]]:
     """UTF-8 byte ranges the parser reads literally, merged and in order."""
+    import pyromark
+    from telegramify_markdown.converter import STANDARD_OPTIONS
+
     ranges: list[tuple[int, int]] = []
     for payload, span in pyromark.events_with_range(markdown, options=STANDARD_OPTIONS):
         if _is_literal(payload):

@@ -22,7 +22,8 @@ import atexit
 import sys
 
 def _write():
-    if "picobridge.cli.handoff" in sys.orig_argv or sys.orig_argv[1:3] == ["-m", "picobridge"]:
+    if (any("picobridge.cli.handoff" in arg for arg in sys.orig_argv)
+            or sys.orig_argv[1:3] == ["-m", "picobridge"]):
         with open({listing!r}, "w") as out:
             out.write("\\n".join(sorted(sys.modules)))
 
@@ -66,10 +67,38 @@ async def test_a_telegram_daemon_that_took_files_loads_no_second_http_stack(
     assert "[Attachment: report.pdf]" in (answer.text or "")  # the agent had the file
     assert len(fake.downloads) == 2, fake.downloads  # both files came over the network
     names = listing.read_text(encoding="utf-8").split("\n")
-    # What is counted is a daemon that fetched files with its Telegram adapter.
-    assert {"telegram", "aiohttp", "picobridge.adapters.telegram.files"} <= set(names)
+    # What is counted is a daemon that fetched files with its Telegram adapter, and rendered
+    # its replies' Markdown.
+    assert {"telegram", "aiohttp", "picobridge.adapters.telegram.files",
+            "telegramify_markdown", "pyromark"} <= set(names)
     # Without the rate limiter (these tests' default), not its bucket library either.
     assert unwanted(names, (*NOT_FOR_TELEGRAM, "aiolimiter")) == [], unwanted(names)
+
+
+# Loaded by the first message, not by an idle daemon: the Markdown renderer (telegramify_markdown
+# and pyromark, about 1.9 MB resident), the limiter's bucket library (aiolimiter reads its
+# package metadata when imported: importlib.metadata, zipfile, csv); never the settings of a
+# platform the configuration does not name, nor zipfile for the migrations' listing.
+NOT_WHEN_IDLE = ("telegramify_markdown", "pyromark", "aiolimiter", "importlib.metadata",
+                 "zipfile", "picobridge.adapters.slack.settings",
+                 "picobridge.adapters.matrix.settings", "picobridge.adapters.discord.settings")
+
+
+async def test_an_idle_daemon_has_not_loaded_what_the_first_message_needs(
+        tmp_path: Path) -> None:
+    env, listing = probed(tmp_path)
+    async with FakeTelegram() as fake:
+        # The rate limiter on, as by default.
+        async with Daemon(telegram_config(tmp_path, fake, rate_limiter=True), env=env) as daemon:
+            await started(daemon, fake)
+            await fake.wait_for_poll()
+        assert daemon.proc is not None and daemon.proc.returncode == 0, daemon.log[-2000:]
+    names = listing.read_text(encoding="utf-8").split("\n")
+    # The adapter, its renderer and its limiter were there, and the store had migrated.
+    assert {"picobridge.adapters.telegram.render", "picobridge.adapters.telegram.limiter",
+            "picobridge.store.schema"} <= set(names)
+    loaded = unwanted(names, (*NOT_FOR_TELEGRAM, *NOT_WHEN_IDLE))
+    assert loaded == [], loaded
 
 
 async def test_the_rate_limiter_answers_without_ptbs_framework(tmp_path: Path) -> None:
@@ -82,6 +111,7 @@ async def test_the_rate_limiter_answers_without_ptbs_framework(tmp_path: Path) -
             await reply_containing(fake, USER, "echo: limited hello")
         assert daemon.proc is not None and daemon.proc.returncode == 0, daemon.log[-2000:]
     names = listing.read_text(encoding="utf-8").split("\n")
-    # The limiter and its bucket library were there; telegram.ext never was.
-    assert {"aiolimiter", "picobridge.adapters.telegram.limiter"} <= set(names)
+    # The limiter, its bucket library and the renderer were there; telegram.ext never was.
+    assert {"aiolimiter", "picobridge.adapters.telegram.limiter", "telegramify_markdown",
+            "pyromark"} <= set(names)
     assert unwanted(names) == [], unwanted(names)

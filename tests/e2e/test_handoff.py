@@ -11,12 +11,16 @@ import re
 import signal
 import socket
 import struct
+import sys
+import sysconfig
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+import picobridge
 from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import WAIT, Daemon
+from tests.harness import REPO, WAIT, Daemon, cli_env, run_cli, write_config
 
 DAEMON_PROPER = b"picobridge.cli.handoff"
 
@@ -38,7 +42,7 @@ async def until(daemon: Daemon, seen: Callable[[int], bool]) -> int:
 
 
 async def until_daemon_proper(daemon: Daemon) -> int:
-    return await until(daemon, lambda pid: DAEMON_PROPER in cmdline(pid))
+    return await until(daemon, lambda pid: any(DAEMON_PROPER in arg for arg in cmdline(pid)))
 
 
 def blocked(pid: int) -> set[signal.Signals]:
@@ -76,6 +80,13 @@ def holding(pid: int, secret: bytes, state: Path) -> list[str]:
     found = [name for name in ("cmdline", "environ")
              if secret in Path(f"/proc/{pid}/{name}").read_bytes()]
     return found + [str(p) for p in state.rglob("*") if p.is_file() and secret in p.read_bytes()]
+
+
+def with_agent(config: Path, command: list[str]) -> Path:
+    """A copy of `config` (same state_dir) with another agent.command."""
+    tables = tomllib.loads(config.read_text(encoding="utf-8"))
+    tables["agent"]["command"] = command
+    return write_config(config.parent, tables, "second.toml")
 
 
 class CredentialedNotifySocket:
@@ -169,3 +180,64 @@ async def test_a_sigterm_while_run_checks_the_configuration_stops_it_in_order(
         os.kill(pid, signal.SIGTERM)
         assert await daemon.wait(WAIT) == 0, daemon.log[-2000:]
     assert daemon.log.index("shutting down") > daemon.log.index("SIGTERM received: stopping")
+
+
+async def test_what_run_says_before_and_after_the_exec_comes_in_the_same_order(
+        tmp_path: Path) -> None:
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp_path, fake)
+        # Said before the exec: the config file others may read (it holds the token), the
+        # agent program that is not installed. After it: the state_dir is another's.
+        second = with_agent(config, ["/nonexistent/picobot"])
+        async with Daemon(config) as first:
+            await started(first, fake)
+            assert first.proc is not None
+            code, _, err = await run_cli("run", "--config", str(second))
+    lines = err.splitlines()
+
+    def where(text: str) -> int:
+        return next(n for n, line in enumerate(lines) if text in line)
+
+    assert code == 4, err
+    assert where("holds a token and every user may read it") < where(
+        "agent command not found: '/nonexistent/picobot'") < where(
+        f"picobridge: another picobridge (pid {first.proc.pid}) is using {tmp_path / 'state'}")
+    assert "Traceback" not in err
+
+
+LAUNCHER = """
+import sys
+sys.path.insert(0, {folder!r})
+from picobridge.cli import main
+sys.exit(main())
+"""
+
+
+async def test_a_launcher_that_puts_picobridge_on_the_path_gets_a_daemon(tmp_path: Path) -> None:
+    # As a zipapp (shiv, pex) or a script inserting its own folder does: picobridge is on the
+    # import path only because the launcher put it there. -S: neither this checkout's
+    # editable install nor the test venv's picobridge is importable by default.
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(LAUNCHER.format(folder=str(Path(picobridge.__path__[0]).parent)),
+                        encoding="utf-8")
+    env = cli_env({"PYTHONPATH": sysconfig.get_paths()["purelib"]})
+    async with FakeTelegram() as fake:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-S", str(launcher), "run", "--config",
+            str(telegram_config(tmp_path, fake)), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
+            cwd=REPO)
+        assert proc.stderr is not None
+        log = asyncio.ensure_future(proc.stderr.read())
+        try:
+            polled = asyncio.ensure_future(fake.wait_for_poll(timeout=WAIT))
+            await asyncio.wait([polled, log], return_when=asyncio.FIRST_COMPLETED)
+            assert polled.done(), (await log).decode()[-2000:]
+            await polled
+            fake.user_message(USER, USER, "launched")
+            await reply_containing(fake, USER, "echo: launched")
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+            await proc.wait()
+    assert proc.returncode == 0, (await log).decode()[-2000:]

@@ -5,8 +5,10 @@ with `picobridge run`, is tests/e2e/test_handoff.py."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -17,8 +19,10 @@ from typing import Any, cast
 
 import pytest
 
+from picobridge import exit_codes
 from picobridge.adapters import registry
 from picobridge.cli import handoff
+from picobridge.cli.errors import CliError
 from picobridge.cli.signals import HeldSignals, Signals
 
 
@@ -38,7 +42,10 @@ def sender_state(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def received(read: int) -> tuple[object, bool]:
-    return handoff.receive(read)
+    """What the daemon proper gets: the import path as BOOT reads it, then the rest."""
+    pipe = os.fdopen(read, "rb")
+    sys.path[:] = pickle.load(pipe)
+    return handoff.receive(pipe)
 
 
 def through_a_pipe(settings: StandIn, announce: bool) -> int:
@@ -74,7 +81,9 @@ def test_a_launchers_registrations_and_import_path_reach_the_daemon(
 
 @pytest.mark.usefixtures("sender_state")
 def test_settings_larger_than_a_pipe_still_go_before_anyone_reads() -> None:
-    big = StandIn(routes=["x" * 1000] * 300)  # about 300 KB, beyond the 64 KB default
+    # About 300 KB, beyond the 64 KB default: strings of their own (pickle writes one
+    # object seen again as a reference).
+    big = StandIn(routes=[f"{n:04}" + "x" * 1000 for n in range(300)])
     pipe: list[int] = []
     writer = threading.Thread(target=lambda: pipe.append(through_a_pipe(big, False)),
                               daemon=True)
@@ -84,10 +93,45 @@ def test_settings_larger_than_a_pipe_still_go_before_anyone_reads() -> None:
     assert received(pipe[0]) == (big, False)
 
 
-def test_the_daemon_proper_ignores_the_working_directory() -> None:
-    # -P: `python -m` would put the working directory (systemd: the state_dir, where agents
+@pytest.mark.usefixtures("sender_state")
+def test_settings_go_through_a_pipe_smaller_than_the_default() -> None:
+    # A user beyond fs.pipe-user-pages-soft (pipe(7)) gets new pipes of a page or two.
+    settings = StandIn(routes=[f"{n:04}" + "x" * 1000 for n in range(10)])  # about 10 KB
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    sent = threading.Thread(target=handoff.send, args=(write, settings, False), daemon=True)
+    sent.start()
+    sent.join(60)
+    assert not sent.is_alive(), "send blocked: nobody reads until the exec"
+    os.close(write)
+    assert received(read) == (settings, False)
+
+
+@pytest.mark.usefixtures("sender_state")
+def test_exec_gives_the_new_program_the_pipe_and_what_was_typed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, list[str], bool, int]] = []
+
+    def execv(path: str, argv: list[str]) -> None:
+        fd = int(argv[argv.index(handoff.FD_FLAG) + 1])
+        seen.append((path, argv, os.get_inheritable(fd), os.dup(fd)))
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(os, "execv", execv)
+    with pytest.raises(CliError) as refused:
+        handoff.exec_daemon(cast(Any, StandIn()), ["run", "--config", "c.toml"], True)
+    # What the operator sees if the interpreter went away (an upgrade under a running start).
+    assert refused.value.code == exit_codes.FAILURE
+    assert str(refused.value) == (f"cannot start the daemon: {sys.executable}: No such file "
+                                  "or directory")
+    [(path, argv, inheritable, copy)] = seen
+    assert path == argv[0] == sys.executable and inheritable
+    # -P: `python -c` would put the working directory (systemd: the state_dir, where agents
     # write) first on the import path.
-    assert "-P" in handoff._interpreter_flags() or sys.flags.safe_path
+    assert argv[argv.index("-c") - 1] == "-P" or sys.flags.safe_path
+    assert argv[argv.index("-c") + 1:] == [handoff.BOOT, handoff.FD_FLAG, argv[-4], "run",
+                                           "--config", "c.toml"]
+    assert received(copy) == (StandIn(), True)  # all of it, the writer closed
 
 
 HELD_SCRIPT = """
