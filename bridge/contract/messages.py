@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,11 +35,13 @@ class ChatRef:
     platform: str
     chat_id: str
     thread_id: str | None = None
+    # platform:chat_id[:thread_id], made once: a message's path asks for it about 16 times.
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
+    def __post_init__(self) -> None:
         base = f"{self.platform}:{self.chat_id}"
-        return base if self.thread_id is None else f"{base}:{self.thread_id}"
+        object.__setattr__(self, "key", base if self.thread_id is None
+                           else f"{base}:{self.thread_id}")
 
     def session_stem(self) -> str:
         """Readable prefix for this chat's session ids, restricted to [A-Za-z0-9_.-]."""
