@@ -5,6 +5,7 @@ with `picobridge run`, is tests/e2e/test_handoff.py."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
 import pickle
@@ -80,7 +81,9 @@ def test_a_launchers_registrations_and_import_path_reach_the_daemon(
 
 @pytest.mark.usefixtures("sender_state")
 def test_settings_larger_than_a_pipe_still_go_before_anyone_reads() -> None:
-    big = StandIn(routes=["x" * 1000] * 300)  # about 300 KB, beyond the 64 KB default
+    # About 300 KB, beyond the 64 KB default: strings of their own (pickle writes one
+    # object seen again as a reference).
+    big = StandIn(routes=[f"{n:04}" + "x" * 1000 for n in range(300)])
     pipe: list[int] = []
     writer = threading.Thread(target=lambda: pipe.append(through_a_pipe(big, False)),
                               daemon=True)
@@ -88,6 +91,20 @@ def test_settings_larger_than_a_pipe_still_go_before_anyone_reads() -> None:
     writer.join(60)
     assert pipe, "send blocked: nobody reads until the exec"
     assert received(pipe[0]) == (big, False)
+
+
+@pytest.mark.usefixtures("sender_state")
+def test_settings_go_through_a_pipe_smaller_than_the_default() -> None:
+    # A user beyond fs.pipe-user-pages-soft (pipe(7)) gets new pipes of a page or two.
+    settings = StandIn(routes=[f"{n:04}" + "x" * 1000 for n in range(10)])  # about 10 KB
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    sent = threading.Thread(target=handoff.send, args=(write, settings, False), daemon=True)
+    sent.start()
+    sent.join(60)
+    assert not sent.is_alive(), "send blocked: nobody reads until the exec"
+    os.close(write)
+    assert received(read) == (settings, False)
 
 
 @pytest.mark.usefixtures("sender_state")
