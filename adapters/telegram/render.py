@@ -40,12 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 from telegram import MessageEntity
 
-from picobridge.adapters.common.textsplit import (
-    iter_split_markdown,
-    split_markdown,
-)
 from picobridge.contract import scrub_surrogates
 
+# The converter and its parser (telegramify_markdown, pyromark: about 1.9 MB resident), and our
+# splitter (adapters.common.textsplit), are imported by the first reply, not by an idle daemon:
+# the import statements in these functions cost a dictionary lookup once they are loaded.
 if TYPE_CHECKING:
     import telegramify_markdown
 
@@ -92,6 +91,8 @@ def plain_chunks(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
 
     Used when Telegram rejects the entities; cuts still avoid code blocks.
     """
+    from picobridge.adapters.common.textsplit import split_markdown
+
     _check_limit(limit)
     markdown = scrub_surrogates(markdown)
     return split_markdown(markdown, lambda piece: utf16_len(piece) <= limit)
@@ -121,10 +122,14 @@ def _count(items: Iterator[object], cap: int) -> int:
 
 
 def _plain(markdown: str, limit: int) -> Iterator[str]:
+    from picobridge.adapters.common.textsplit import iter_split_markdown
+
     return iter_split_markdown(markdown, lambda piece: utf16_len(piece) <= limit)
 
 
 def _rendered(markdown: str, limit: int) -> Iterator[TelegramChunk]:
+    from picobridge.adapters.common.textsplit import iter_split_markdown
+
     def fits(piece: str) -> bool:
         text, entities = _convert(piece)
         return utf16_len(text) <= limit and len(entities) <= MAX_ENTITIES
@@ -139,9 +144,6 @@ def _rendered(markdown: str, limit: int) -> Iterator[TelegramChunk]:
             yield from (TelegramChunk(raw, ()) for raw in _plain(piece, limit))
 
 
-# The converter and its parser (telegramify_markdown, pyromark: about 1.8 MB resident) are
-# imported by the first reply, not by an idle daemon: the import statements in the functions
-# below cost a dictionary lookup once the modules are loaded.
 @functools.cache
 def _config() -> telegramify_markdown.RenderConfig:
     import telegramify_markdown

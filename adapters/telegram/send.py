@@ -27,7 +27,6 @@ from telegram.error import (
 
 from picobridge.adapters.common.multipart import MultipartSend
 from picobridge.adapters.common.partlog import PartLog
-from picobridge.adapters.common.textsplit import iter_split_markdown
 from picobridge.adapters.telegram.errors import check_cancelled, retry_seconds
 from picobridge.adapters.telegram.media import (
     MediaStep,
@@ -126,6 +125,8 @@ def plan(markdown: str, max_chunks: int) -> list[Step]:
 
 def head(markdown: str) -> TelegramChunk:
     """The opening of a long reply, cut at a block boundary, with a pointer to the file."""
+    from picobridge.adapters.common.textsplit import iter_split_markdown  # as render's
+
     piece = next(iter_split_markdown(markdown, lambda p: len(p) <= HEAD_CHARS), "")
     rendered = render_telegram(piece, LIMIT - len(FILE_NOTE) * 2) if piece.strip() else []
     first = rendered[0] if rendered else TelegramChunk("", ())
