@@ -34,6 +34,7 @@ _DROP_ENV_PREFIXES = ("NOTIFY_SOCKET", "WATCHDOG_", "LISTEN_", "PICOBRIDGE_",
 # Inherited by everything the agent starts, so its leftovers can be found and killed.
 MARKER_VAR = "AGENT_BRIDGE_CHILD"
 _PIPE_LIMIT = 2**16
+_READ_CHUNK = 64 * 1024  # see _read_in_heap_sized_chunks
 
 
 def agent_environment(base: Mapping[str, str], extra: Mapping[str, str],
@@ -142,8 +143,21 @@ async def spawn(command: Sequence[str], *, cwd: Path | None,
         stderr=asyncio.subprocess.PIPE, cwd=cwd,
         env=agent_environment(os.environ, env, marker), start_new_session=True)
     assert protocol is not None
+    _read_in_heap_sized_chunks(transport)
     return AgentProcess(asyncio.subprocess.Process(transport, protocol, loop), protocol.exited,
                         marker)
+
+
+def _read_in_heap_sized_chunks(transport: asyncio.SubprocessTransport) -> None:
+    """asyncio reads a pipe 256 KiB at a time, in a buffer of that size that it then shrinks
+    to what came. That is over glibc's threshold for taking memory from the OS (128 KiB until
+    a larger block happens to be freed), so each of the agent's records cost an mmap, an
+    mremap and a munmap (and the page faults and other threads' TLB flushes with them).
+    64 KiB reads come from the heap; a long line takes a few more of them."""
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        if pipe is not None and hasattr(pipe, "max_size"):
+            pipe.max_size = _READ_CHUNK
 
 
 def _session_of(pid: int) -> int | None:
