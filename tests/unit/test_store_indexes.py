@@ -1,5 +1,6 @@
-"""The partial indexes of migration 0015: they hold only the rows their lookups ask for (so a
-message's path writes fewer index pages), and those lookups still use them."""
+"""What a message's path costs the store: the partial indexes of migration 0015 hold only the
+rows their lookups ask for (so it writes fewer index pages), and those lookups still use them;
+statement journals stay in memory."""
 
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ async def path(tmp_path: Path) -> AsyncIterator[Path]:
         await store.mark_sent(reply.id)
     await store.close()
     yield db
+
+
+async def test_statement_journals_are_kept_in_memory(tmp_path: Path) -> None:
+    """In 1 KiB pieces, not a 64 KiB buffer per write statement that glibc hands back to
+    the OS and the next message faults in again (store/connection.py)."""
+    store = await Store.open(tmp_path / "p.db")
+    try:
+        assert await store._one("PRAGMA temp_store") == (2,)  # MEMORY
+    finally:
+        await store.close()
 
 
 def entries(db: sqlite3.Connection, index: str) -> int:
