@@ -59,15 +59,18 @@ def test_groups_are_told_from_private_chats_by_their_ids(chat_id: object,
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx through a proxy"])
 async def test_sends_go_out_at_telegrams_overall_rate(fake: FakeTelegram, transport: str) -> None:
-    chats = range(1001, 1001 + 2 * PER_SECOND)
+    chats = range(1001, 1001 + 3 * PER_SECOND)
     async with limited_bot(fake, FloodLimits(), transport) as bot:
         await asyncio.gather(*(bot.send_message(chat, f"to {chat}") for chat in chats))
     times = [c.time for c in fake.calls_to("sendMessage")]
     assert len(times) == len(chats)
-    # A second's worth at once, then one every 1/30 s: 60 sends take about a second. Unpaced,
-    # they would all arrive in a burst (an excess of up to 30); a few calls of slack for the
-    # jitter between sending and arriving.
-    assert excess(times, PER_SECOND, PER_SECOND) <= 3, sorted(t - times[0] for t in times)
+    # A second's worth at once, then one every 1/30 s: 90 sends take about two seconds.
+    # Unpaced, they would all arrive in a burst: an excess of about 60. Half a second's worth
+    # of slack for the jitter between sending and arriving: calls paced on the sender's clock
+    # reach the fake bunched when a loaded machine holds the process (CI's parallel run saw
+    # 4 calls' worth with a slack of 3).
+    assert excess(times, PER_SECOND, PER_SECOND) <= PER_SECOND / 2, sorted(
+        t - times[0] for t in times)
 
 
 async def test_calls_that_name_no_chat_are_not_held(fake: FakeTelegram) -> None:
