@@ -35,18 +35,8 @@ from picobridge.config.fields import key_annotation, section_class, section_keys
 from picobridge.config.mentions import named_platforms
 from picobridge.config.sections import (
     VOICE_CREDENTIALS,
-    AgentSettings,
-    AttachmentSettings,
-    BridgeSettings,
-    HttpSettings,
-    LimitsSettings,
-    LogSettings,
-    RouteSettings,
-    StoreSettings,
-    VoiceSettings,
 )
 from picobridge.config.settings import (
-    SYSTEM_STATE_DIR,
     ConfigError,
     Settings,
     credential_files,
@@ -93,8 +83,8 @@ def section_default() -> Any:
 
 
 class CoreSettings(BaseSettings):
-    """The sources and validator of the core sections; `settings_model` adds a section per
-    platform the configuration names."""
+    """The sources of the settings; `settings_model` adds their keys: Settings' own (state_dir,
+    the core sections) and a section per platform the configuration names."""
 
     # Every registered platform, and those of them the configuration names (config/mentions.py),
     # which have a section in the model; the others' sections are their defaults.
@@ -111,18 +101,6 @@ class CoreSettings(BaseSettings):
         # its first use, not this base (nor that model before it is used).
         defer_build=True,
     )
-
-    state_dir: Path = SYSTEM_STATE_DIR
-    agent: AgentSettings = section_default()
-    agents: dict[str, AgentSettings] = Field(default={})
-    routes: list[RouteSettings] = Field(default=[])
-    bridge: BridgeSettings = section_default()
-    attachments: AttachmentSettings = section_default()
-    voice: VoiceSettings = section_default()
-    store: StoreSettings = section_default()
-    http: HttpSettings = section_default()
-    limits: LimitsSettings = section_default()
-    log: LogSettings = section_default()
 
     @classmethod
     def settings_customise_sources(
@@ -172,6 +150,27 @@ def _check(settings: Settings) -> None:
         raise ValueError("; ".join(problems))
 
 
+# What Settings holds besides its keys.
+_NOT_KEYS = frozenset({"sections", "platforms", "configured"})
+
+
+def _core_fields() -> dict[str, Any]:
+    """Settings' own keys as the model's fields, in its order: a section validated from
+    nothing when not given, any other key its dataclass default (one list of them, Settings')."""
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        if f.name in _NOT_KEYS:
+            continue
+        annotation = key_annotation(Settings, f.name)
+        if section_class(annotation) is not None:
+            fields[f.name] = (annotation, section_default())
+        elif callable(f.default_factory):
+            fields[f.name] = (annotation, Field(default=f.default_factory()))
+        else:
+            fields[f.name] = (annotation, f.default)
+    return fields
+
+
 _models: dict[tuple[tuple[str, str, bool], ...], type[CoreSettings]] = {}
 
 
@@ -186,8 +185,9 @@ def settings_model(platforms: Mapping[str, Platform] | None = None,
     model = _models.get(key)
     if model is None:
         sections = {name: p for name, p in platforms.items() if name in named}
-        fields: dict[str, Any] = {name: (p.section, section_default())
-                                  for name, p in sections.items()}
+        fields: dict[str, Any] = {**_core_fields(),
+                                  **{name: (p.section, section_default())
+                                     for name, p in sections.items()}}
         model = create_model("Settings", __base__=CoreSettings, **fields)
         model._platforms = dict(platforms)
         model._named = sections
