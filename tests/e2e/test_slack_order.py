@@ -58,6 +58,27 @@ def assert_in_order_once(texts: list[str], seen: str) -> None:
     assert positions == sorted(positions), seen
 
 
+async def answered_first(fake: FakeSlack, text: str) -> str:
+    """Once Slack's socket is up, Alice says `text` and is answered; her DM's channel."""
+    await fake.wait_for_socket()
+    first = fake.dm_message(text, user=ALICE)
+    await fake.send_event(first)
+    await reply_to(fake, first["channel"], f"echo: {text}")
+    return str(first["channel"])
+
+
+def texts_stored(tmp_path: Path, channel: str) -> list[str]:
+    """The texts the daemon stored for the DM `channel`, in the order it took them."""
+    return [text for chat, text, _ in stored(tmp_path / "state" / "picobridge.db")
+            if chat == f"slack:{channel}"]
+
+
+def sessions_asked(tmp_path: Path) -> dict[str, str]:
+    """Each message's content as the agent got it, and the session it got it in."""
+    return {str(m.get("content")): m["session"]
+            for m in AgentJournal(tmp_path / "agent").messages()}
+
+
 async def refused_so_far(fake: FakeSlack, daemon: Daemon, events: list[dict[str, Any]]) -> None:
     """Until every delivery of `events` made so far was refused (each one logs a line)."""
     def done() -> bool:
@@ -77,10 +98,7 @@ async def locked_after_an_answer(fake: FakeSlack, daemon: Daemon, db: Path
                                  ) -> AsyncIterator[tuple[dict[str, Any], dict[str, Any]]]:
     """Alice is answered once, then sends two messages while the database is locked (the
     first seen refused before the second is sent); yields them, still locked."""
-    await fake.wait_for_socket()
-    first = fake.dm_message("before the lock", user=ALICE)
-    await fake.send_event(first)
-    await reply_to(fake, first["channel"], "echo: before the lock")
+    await answered_first(fake, "before the lock")
     async with write_lock(db):
         one = await send(fake, fake.dm_message("one, while locked", user=ALICE))
         await daemon.wait_for_log(OUTAGE, timeout=30)
@@ -97,9 +115,7 @@ async def a_third_comes_after(fake: FakeSlack, tmp_path: Path, one: dict[str, An
     await reply_to(fake, three["channel"], three["text"], timeout=60)
     await reply_to(fake, two["channel"], two["text"], timeout=60)
     texts = [one["text"], two["text"], three["text"]]
-    alice = [text for chat, text, _ in stored(tmp_path / "state" / "picobridge.db")
-             if chat == f"slack:{three['channel']}" and text in texts]
-    assert alice == texts
+    assert [t for t in texts_stored(tmp_path, three["channel"]) if t in texts] == texts
     assert_in_order_once(texts, asked(AgentJournal(tmp_path / "agent")))
 
 
@@ -139,25 +155,18 @@ async def test_a_message_right_after_a_slash_command_comes_after_it(tmp_path: Pa
     async with FakeSlack() as fake:
         config = slack_config(tmp_path, fake, allowed_users=USERS)
         async with Daemon(config) as daemon:
-            await fake.wait_for_socket()
-            channel = fake.dm_channel(ALICE)
-            first = fake.dm_message("before any /new", user=ALICE)
-            await fake.send_event(first)
-            await reply_to(fake, channel, "echo: before any /new")
+            channel = await answered_first(fake, "before any /new")
             rounds = 5
             for n in range(rounds):  # each pair back to back, as a quick typist sends them
                 await fake.send_slash_command("/picobridge", "new", user=ALICE)
                 await fake.send_event(fake.dm_message(f"fresh start {n}", user=ALICE))
             for n in range(rounds):
                 await reply_to(fake, channel, f"fresh start {n}")
-            rows = [(text, session) for chat, text, session in
-                    stored(tmp_path / "state" / "picobridge.db") if chat == f"slack:{channel}"]
             # Intake took them as sent: each message right after its command...
-            assert [text for text, _ in rows] == ["before any /new"] + [
+            assert texts_stored(tmp_path, channel) == ["before any /new"] + [
                 line for n in range(rounds) for line in ("/new", f"fresh start {n}")]
             # ... so each went to the agent in the session that command started.
-            sessions = {str(m.get("content")): m["session"]
-                        for m in AgentJournal(tmp_path / "agent").messages()}
+            sessions = sessions_asked(tmp_path)
             fresh = [sessions[f"fresh start {n}"] for n in range(rounds)]
             assert len({sessions["before any /new"], *fresh}) == rounds + 1, sessions
         assert_no_secrets(daemon, fake)
@@ -168,11 +177,7 @@ async def test_a_slash_command_behind_a_downloading_file_is_acknowledged_at_once
     async with FakeSlack() as fake:
         config = slack_config(tmp_path, fake, allowed_users=USERS)
         async with Daemon(config) as daemon:
-            await fake.wait_for_socket()
-            channel = fake.dm_channel(ALICE)
-            first = fake.dm_message("before the file", user=ALICE)
-            await fake.send_event(first)
-            await reply_to(fake, channel, "echo: before the file")
+            channel = await answered_first(fake, "before the file")
             fake.stall_next(DOWNLOAD)
             shared = fake.add_file(b"a large file\n", name="large.txt")
             await fake.send_event(fake.file_share_message([shared], "with a file", user=ALICE))
@@ -187,12 +192,9 @@ async def test_a_slash_command_behind_a_downloading_file_is_acknowledged_at_once
             await reply_to(fake, channel, "after the command", timeout=60)
             # ... and still taken in its place: the message with the file before it (in the
             # old session), the message after it in the new one.
-            rows = [(text, session) for chat, text, session in
-                    stored(tmp_path / "state" / "picobridge.db") if chat == f"slack:{channel}"]
-            assert [text for text, _ in rows] == [
+            assert texts_stored(tmp_path, channel) == [
                 "before the file", "with a file", "/new", "after the command"]
-            sessions = {str(m.get("content")): m["session"]
-                        for m in AgentJournal(tmp_path / "agent").messages()}
+            sessions = sessions_asked(tmp_path)
             with_file = next(s for text, s in sessions.items() if "with a file" in text)
             assert with_file == sessions["before the file"] != sessions["after the command"]
             assert fake.command_responses == []  # nothing more to say: the ack was all
