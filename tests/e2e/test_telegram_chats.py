@@ -166,9 +166,9 @@ async def test_deny_takes_effect_for_a_message_already_queued(tmp_path: Path) ->
         config = telegram_config(tmp_path, fake)
         async with Daemon(config) as daemon:
             await started(daemon, fake)
-            # One worker, one turn at a time: OTHER_USER's slow turn holds USER's message in
-            # the queue while the operator denies USER.
-            fake.user_message(OTHER_USER, OTHER_USER, "think #slow=15")
+            # One worker, one turn at a time: OTHER_USER's held turn keeps USER's message in
+            # the queue while the operator denies USER; released once the deny has been acted on.
+            fake.user_message(OTHER_USER, OTHER_USER, "think #hold=deny")
             journal = AgentJournal(tmp_path / "agent")
             await journal.wait_until(lambda j: bool(j.messages()), what="the slow turn")
             queued = fake.user_message(USER, USER, "should never be read")
@@ -179,6 +179,10 @@ async def test_deny_takes_effect_for_a_message_already_queued(tmp_path: Path) ->
             assert code == 0, out + err
             assert "1 queued message(s) of theirs will not reach the agent" in out
             await daemon.wait_for_log(rf"access revoked for telegram:{USER}")
+            assert not replies(fake, OTHER_USER, "echo: think")  # the turn is still held
+            release = tmp_path / "agent" / "release"
+            release.mkdir()
+            (release / "deny").touch()
             await reply_containing(fake, OTHER_USER, "echo: think", timeout=30)
             # Round robin: had USER's message stayed queued, it would go before this one.
             fake.user_message(OTHER_USER, OTHER_USER, "and then")

@@ -47,9 +47,12 @@ def give_to_user(path: Path) -> None:
 
 
 def _copy_distribution(name: str, target: Path) -> None:
+    # The .pyc files too: the user cannot write them into a folder of root's, so without them
+    # every command compiled pydantic and the rest from source again (about 0.5 s of CPU each).
+    # copy2 keeps each source's mtime, which is what a .pyc is checked against.
     for file in distribution(name).files or []:
-        if file.parts[0] == ".." or file.suffix == ".pyc":
-            continue  # console scripts outside site-packages; caches are rebuilt
+        if file.parts[0] == "..":
+            continue  # console scripts outside site-packages
         source = Path(str(file.locate()))
         if source.is_file():
             (target / file).parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,9 @@ fast model does; by default an answer streams in three deltas).
 
 Directives are whole words in a message's (attachment-expanded) content: ``#crash``,
 ``#crash-once``, ``#hang``, ``#hang-once``, ``#hang-after`` (answer once, then stop answering
-anything), ``#slow=N``, ``#slow-once=N``, ``#garbage``,
+anything), ``#slow=N``, ``#slow-once=N``, ``#hold=NAME`` (busy until the file
+``DIR/release/NAME`` exists: a test keeps the turn for as long as it needs, not for a guessed
+number of seconds), ``#garbage``,
 ``#huge=N``, ``#unicode``, ``#double``, ``#later=N``, ``#stderr``, ``#error``, ``#tool``,
 ``#lone-surrogate`` (the answer carries a lone UTF-16 surrogate as a JSON escape),
 ``#reply=NAME`` (the response's ``content`` and ``attachments`` come from
@@ -410,6 +412,9 @@ class FakeAgent:
             delay = max(delay or 0.0, once_delay)
         if delay:
             time.sleep(delay)
+        held = re.search(_BEFORE + r"#hold=([\w.-]+)", content)
+        while held and not (self.state / "release" / held.group(1)).exists():
+            time.sleep(0.05)  # the test's file, in another process: nothing to await
 
         if has_flag(content, "error"):
             self.journal({"event": "answer", "session": key})

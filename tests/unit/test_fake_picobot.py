@@ -388,6 +388,21 @@ async def test_slow_once(start: StartFake) -> None:
     assert (await fake.response())["content"] == "echo: wait #slow-once=30"
 
 
+async def test_hold_keeps_the_turn_until_released(start: StartFake) -> None:
+    fake = await running(start)
+    await fake.message("wait for me #hold=go")
+    await fake.until(lambda r: r.get("event") == "reasoning_delta")
+    await fake.send({"type": "ping"})
+    assert (await fake.until(lambda r: _kind(r) in ("pong", "response")))[-1].record == {
+        "type": "pong"
+    }
+    with pytest.raises(TimeoutError):
+        await fake.response(within=0.3)
+    (fake.state / "release").mkdir()
+    (fake.state / "release" / "go").touch()
+    assert (await fake.response())["content"] == "echo: wait for me #hold=go"
+
+
 async def test_ignore_pings_while_busy(start: StartFake) -> None:
     fake = await running(start, "--ignore-pings-while-busy")
     await fake.message("take your time #slow=0.6")
