@@ -13,27 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.unprivileged import NOBODY, give_to_user, picobridge, shared_dir
-from tests.harness import BUILD_LOCK, exclusive, made_once
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.e2e.unprivileged import NOBODY, give_to_user, picobridge, shared_dir, wheel_folder
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _build_wheel(folder: Path) -> None:
-    with exclusive(BUILD_LOCK):
-        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir",
-                               str(folder), str(REPO)], check=True, capture_output=True,
-                              text=True)
-    (folder / "pip-output.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
 
 
 @pytest.fixture(scope="session")
 def build() -> tuple[Path, str]:
     """`pip wheel .` as an operator runs it, once for the test run: the wheel and everything
     pip printed."""
-    folder = made_once("wheel", _build_wheel)
+    folder = wheel_folder()
     [built] = folder.glob("picobridge-*.whl")
     return built, (folder / "pip-output.txt").read_text(encoding="utf-8")
 

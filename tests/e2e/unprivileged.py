@@ -86,10 +86,27 @@ def _copy_dependencies(site: Path) -> None:
     site.chmod(0o755)
 
 
-def _install_source(site: Path) -> None:
+def build_wheel(folder: Path) -> None:
+    """`pip wheel .` of this checkout into `folder`, with what pip printed beside it."""
     with exclusive(BUILD_LOCK):
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                        "--target", str(site), str(REPO)], check=True, capture_output=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir",
+                               str(folder), str(REPO)], check=True, capture_output=True,
+                              text=True)
+    (folder / "pip-output.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
+
+
+def wheel_folder() -> Path:
+    """The folder of this checkout's wheel, built once for the test run (test_packaging
+    checks the wheel itself)."""
+    return made_once("wheel", build_wheel)
+
+
+def _install_source(site: Path) -> None:
+    # From the run's one wheel: building the checkout a second time cost 7.9 s of CPU, the
+    # install from the wheel 2.1 s (the same files).
+    [wheel] = wheel_folder().glob("picobridge-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--target", str(site), str(wheel)], check=True, capture_output=True)
     site.chmod(0o755)
 
 
