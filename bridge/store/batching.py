@@ -12,10 +12,6 @@ before it first waits (`ready`): a task of its own would cost two turns of the e
 to start and one to hand the result back, on every message's path; and since the write is
 queued before the caller can be cancelled, a caller that gives up still leaves it written.
 Otherwise it starts a flush on the next turn of the loop, and calls made meanwhile join it.
-One flush is under way at a time. When it returns, the next one starts in a task of its own,
-so on a later turn of the loop than the callers it woke: what they write at once (a platform's
-next message, sent as soon as the last one is stored) joins the writes queued meanwhile,
-instead of waiting behind a flush of them for a round trip of its own.
 Each caller still returns only once its own item is committed.
 
 A failed batch is written again item by item, so that one bad item fails only its own caller,
@@ -127,20 +123,18 @@ class Coalescer(Generic[Item, Result]):
         await asyncio.shield(self._queued_done)
 
     async def _run(self) -> None:
-        items, waiters = self._items, self._waiters
-        self._items, self._waiters = [], []
-        done, self._queued_done = self._queued_done, None
         try:
-            await self._flush_batch(items, waiters)
+            while self._items:
+                items, waiters = self._items, self._waiters
+                self._items, self._waiters = [], []
+                done, self._queued_done = self._queued_done, None
+                try:
+                    await self._flush_batch(items, waiters)
+                finally:
+                    if done is not None:
+                        done.set_result(None)
         finally:
             self._task = None
-            if done is not None:
-                done.set_result(None)
-            # The next flush in a task of its own, so on a later turn of the loop than the
-            # callers this one woke: what they write next (a platform's next message, once
-            # this one is stored) joins it instead of waiting for it to come back.
-            if self._items:
-                self._start()
 
     async def _flush_batch(self, items: list[Item], waiters: list[asyncio.Future[Result]]
                            ) -> None:

@@ -7,24 +7,20 @@ told we received (a polling offset, an event ack) survives a power cut too, not 
 daemon. (With NORMAL the last commits before an OS crash could roll back.)
 
 The writes on a message's path (its arrival, its dispatch, its answer, the answer sent) are
-group-committed (store/batching.py) through one queue: whatever is queued while a flush runs
-(every chat's arrivals, dispatch marks, answers and answers sent, in the order they came) goes
-to the database thread in the next flush, in one call, and commits as one transaction, each run
-of one kind of write one statement. Only a message's arrival must be synced before anything
-goes on (a platform is told we have it right after), and a requeue is synced as it always was:
-a flush with either in it commits synced, and the later writes in it ride on that sync for
-nothing. Under load, when a message arrives every moment, that is nearly every flush: one
-transaction and one sync carry a message's arrival and whatever the others' paths wrote
-meanwhile, instead of a commit for each kind of write with the arrival queued behind them.
-A flush of later writes only commits without a sync of its own (`synchronous=NORMAL` for that
-transaction), still before their callers go on, so a killed daemon loses none of them; the WAL
-is one file written in order, so the next synced commit carries them to disk with its own,
-and when none follows within LAZY_SYNC seconds a checkpoint syncs them. (Under load no
-checkpoint is needed, and none is made, each of which cost two syncs of its own on the
-connection every message's commit waits behind.) A power cut in that window loses no message:
-it rolls the message back to where its last synced commit left it, from where it goes on again
-(dispatched once more, its answer sent once more: a possible duplicate, as a cut during the
-platform's own answer always could make).
+group-committed (store/batching.py): whatever is queued while a flush runs goes to the database
+thread in one call and commits as one transaction, each kind of write one statement. Only a
+message's arrival must be synced before anything goes on (a platform is told we have it right
+after): arrivals have a queue of their own, and a flush of them commits synced. A flush of the
+later writes (dispatch marks, answers, answers sent, of every chat together; a requeue among
+them, which is synced, makes the whole flush synced) commits without a sync of its own
+(`synchronous=NORMAL` for that transaction), still before their callers go on, so a killed
+daemon loses none of them; the WAL is one file written in order, so the next synced commit
+carries them to disk with its own, and when none follows within LAZY_SYNC seconds a checkpoint
+syncs them. (Under load a message arrives every moment: then no checkpoint is needed, and none
+is made, each of which cost two syncs of its own on the connection every message's commit waits
+behind.) A power cut in that window loses no message: it rolls the message back to where its
+last synced commit left it, from where it goes on again (dispatched once more, its answer sent
+once more: a possible duplicate, as a cut during the platform's own answer always could make).
 """
 
 from __future__ import annotations
@@ -90,11 +86,13 @@ class Database:
         self._db = db
         self.path = path
         self._lock = asyncio.Lock()
-        # One queue for every batched write, at most one flush of it in flight: what is
-        # queued meanwhile (a message's arrival, the dispatch marks, answers and sent marks
-        # of every chat) goes together in the next one, one transaction, synced when any of
-        # it must be. With the lock free, a flush queues its transaction before it first waits.
+        # With the lock free, a flush queues its transaction before it first waits. Arrivals
+        # (synced) and the writes after them (unsynced) are two queues: an arrival, which its
+        # platform waits for, never waits for a flush of later writes to come back first
+        # (on the connection it still queues behind one, as any statement does).
         ready = lambda: not self._lock.locked()  # noqa: E731
+        self._arrivals: Coalescer[tuple[Write[Any, Any], Any], Any] = Coalescer(
+            self._write_batch, "arrivals", ready=ready)
         self._writes: Coalescer[tuple[Write[Any, Any], Any], Any] = Coalescer(
             self._write_batch, "writes", ready=ready)
         self._sync_task: asyncio.Task[None] | None = None
@@ -143,6 +141,7 @@ class Database:
     async def close(self) -> None:
         # Writes callers gave up waiting for (a cancelled delivery marking its reply sent)
         # still land: otherwise the next start would send that reply again.
+        await self._arrivals.settle()
         await self._writes.settle()
         if self._sync_task is not None:
             self._sync_task.cancel()
@@ -152,10 +151,13 @@ class Database:
     async def schema_version(self) -> int:
         return await applied_version(self._db)
 
-    def _batched(self, write: Write[Item, Result]) -> Callable[[Item], Awaitable[Result]]:
-        """A write of this kind, group-committed with whatever batched writes come with it
-        (`close` waits for them)."""
-        writes = self._writes
+    def _batched(self, write: Write[Item, Result], *, after_writes: bool = False
+                 ) -> Callable[[Item], Awaitable[Result]]:
+        """A write of this kind, group-committed with whatever writes of its queue (synced or
+        not) come with it (`close` waits for them). A synced write goes with the arrivals,
+        unless it must keep its place among the later writes (`after_writes`): then its flush
+        of them is synced."""
+        writes = self._queue_of(write, after_writes)
 
         async def call(item: Item) -> Result:
             result: Result = await writes((write, item))
@@ -166,7 +168,7 @@ class Database:
     def _queued(self, write: Write[Item, Result]) -> Callable[[Item], asyncio.Future[Result]]:
         """A write of this kind queued at once, its caller not waiting: the future says when
         it is written (or why not)."""
-        writes = self._writes
+        writes = self._queue_of(write)
 
         def queue(item: Item) -> asyncio.Future[Result]:
             written: asyncio.Future[Result] = writes.later((write, item))
@@ -174,8 +176,13 @@ class Database:
 
         return queue
 
+    def _queue_of(self, write: Write[Any, Any], after_writes: bool = False
+                  ) -> Coalescer[tuple[Write[Any, Any], Any], Any]:
+        return self._arrivals if write.synced and not after_writes else self._writes
+
     async def _drained(self) -> None:
         """Until the batched writes queued so far are handed to the database thread."""
+        await self._arrivals.drained()
         await self._writes.drained()
 
     @asynccontextmanager

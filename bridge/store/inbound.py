@@ -126,7 +126,7 @@ class InboundTable(Database):
         # such wait each.
         self._mark_dispatched = self._batched(MARK_DISPATCHED)
         self._dispatched_soon = self._queued(MARK_DISPATCHED)
-        self._requeue = self._batched(MARK_REQUEUED)
+        self._requeue = self._batched(MARK_REQUEUED, after_writes=True)
 
     async def record_inbound(self, msg: InboundMessage,
                              agent: str = DEFAULT_AGENT) -> StoredMessage | None:

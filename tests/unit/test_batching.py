@@ -211,22 +211,3 @@ async def test_later_queues_at_once_and_joins_the_next_flush() -> None:
     alone = coalesce.later(4)  # nothing under way: it starts a flush
     assert await alone == 40
     assert rec.batches[-1] == [4]
-
-
-async def test_a_call_made_as_soon_as_a_flush_returns_joins_the_next() -> None:
-    """A caller that writes again the moment its write returns (a platform's next message,
-    once this one is stored) joins what was queued during that flush: the next flush starts
-    only after the callers the last one woke have run."""
-    rec = Recorder()
-    rec.gate = asyncio.Event()
-    coalesce = Coalescer(rec.flush, "test")
-
-    async def twice() -> tuple[int, int]:
-        return await coalesce(1), await coalesce(3)
-
-    chained = asyncio.create_task(twice())
-    await rec.entered.wait()
-    queued = coalesce.later(2)
-    rec.gate.set()
-    assert (await chained, await queued) == ((10, 30), 20)
-    assert rec.batches == [[1], [2, 3]]
