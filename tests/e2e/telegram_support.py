@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.telegram import FakeTelegram, SentMessage
+from tests.fakes.telegram import Call, FakeTelegram, SentMessage
 from tests.harness import WAIT, Daemon, base_config, write_config
 
 USER = 4242  # allowed in every test config
@@ -70,6 +70,12 @@ class SharedDaemon:
     daemon: Daemon
     tmp: Path
     log_start: int = 0
+    calls_start: int = 0
+
+    @property
+    def calls(self) -> list[Call]:
+        """The calls the fake took during the current test."""
+        return self.fake.calls[self.calls_start:]
 
     @property
     def log(self) -> str:
@@ -92,7 +98,7 @@ class SharedDaemon:
         cleared however it ends, so the next test starts with a well-behaved Telegram."""
         assert self.daemon.returncode is None, (
             f"the module's daemon exited ({self.daemon.returncode}) during an earlier test")
-        self.log_start = len(self.daemon.log_lines)
+        self.log_start, self.calls_start = len(self.daemon.log_lines), len(self.fake.calls)
         try:
             yield self
         finally:
