@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.telegram import Call, FakeTelegram, SentMessage
-from tests.harness import WAIT, Daemon, base_config, write_config
+from tests.harness import WAIT, AgentJournal, Daemon, base_config, write_config
 
 USER = 4242  # allowed in every test config
 OTHER_USER = 4343  # allowed too, for groups with two speakers
@@ -103,6 +103,17 @@ class SharedDaemon:
             yield self
         finally:
             self.fake.clear_faults()
+
+
+class NewMessages:
+    """What the shared fake agent received since the test started."""
+
+    def __init__(self, env: SharedDaemon) -> None:
+        self.journal = AgentJournal(env.tmp / "agent")
+        self.start = len(self.journal.messages())
+
+    def __call__(self) -> list[dict[str, Any]]:
+        return self.journal.messages()[self.start:]
 
 
 @contextlib.asynccontextmanager

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from tests.e2e.telegram_support import (
     USER,
+    NewMessages,
     SharedDaemon,
     assert_no_token,
     replies,
@@ -52,17 +52,6 @@ async def module_daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
 async def env(module_daemon: SharedDaemon) -> AsyncIterator[SharedDaemon]:
     async with module_daemon.test() as shared:
         yield shared
-
-
-class NewMessages:
-    """What the shared fake agent received since the test started."""
-
-    def __init__(self, env: SharedDaemon) -> None:
-        self.journal = AgentJournal(env.tmp / "agent")
-        self.start = len(self.journal.messages())
-
-    def __call__(self) -> list[dict[str, Any]]:
-        return self.journal.messages()[self.start:]
 
 
 async def test_private_chat_round_trip(tmp_path: Path) -> None:
