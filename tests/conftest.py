@@ -31,6 +31,7 @@ import shutil
 import tempfile
 
 import pytest
+from _pytest.nodeid import NodeId
 
 from tests.harness import RUN_DIR_VARIABLE
 
@@ -82,7 +83,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.pop(RUN_DIR_VARIABLE, None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Stable: the order within each part is the collection order, the same in every worker
     # (xdist requires that).
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    if hasattr(config, "workerinput"):
+        keep_groups_together(items)
+
+
+def keep_groups_together(items: list[pytest.Item]) -> None:
+    """Mark each grouped test's nodeid with its group (`...@group`), as pytest-xdist's workers
+    do for loadgroup scheduling. Without this every xdist_group mark was ignored: xdist 3.8 sets
+    `item._nodeid`, which pytest 9 no longer reads (it keeps `_id`), and the workers did not
+    even try, the loadgroup set above not reaching them; a module's tests went to any worker,
+    its module fixture started again in each. (The suffix is harmless to other schedulers.)"""
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
