@@ -26,7 +26,10 @@ from tests.e2e.telegram_support import assert_no_token, reply_containing, starte
 from tests.fakes.telegram import FakeTelegram, SentMessage
 from tests.harness import Daemon
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# One worker runs the whole module, so one daemon serves it (xdist would start the module
+# fixture again in each worker its tests were spread over).
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("test_telegram_buttons")]
 
 AGENT = Path(__file__).with_name("dialog_agent.py")
 ALLOWED = [5001, 5002, 5003, 5004, 5005, 5006, 5007, 5008]

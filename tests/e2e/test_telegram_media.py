@@ -1,23 +1,60 @@
 """Telegram end to end: files an agent sends (picobot `attachments`, `MEDIA:` lines, Markdown
 images) arrive as photos, albums, voice notes, audio and documents with their exact bytes;
-what may not be sent is a note; a SIGKILL between two files sends each file once."""
+what may not be sent is a note; a SIGKILL between two files sends each file once.
+
+One daemon serves the module's tests, each in its own chat, with files of its own names;
+the SIGKILL test and the echo agent's (another agent) run their own.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
+import pytest_asyncio
 
 from picobridge.cli import echo_agent
 from tests.e2e.media_support import JPEG, MP3, OPUS, PDF, PNG, PNG_2, put, script_reply
-from tests.e2e.telegram_support import USER, reply_containing, started, telegram_config
+from tests.e2e.telegram_support import (
+    USER,
+    SharedDaemon,
+    reply_containing,
+    shared_daemon,
+    started,
+    telegram_config,
+)
 from tests.fakes.telegram import FakeTelegram, SentMessage
 from tests.harness import AgentJournal, Daemon
 
+# One worker runs the whole module, in order, so the shared daemon is started once.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("test_telegram_media")]
 
-async def sent_files(fake: FakeTelegram, count: int) -> list[SentMessage]:
-    """The bot's messages with files, once there are `count`."""
+# Each test's own person (their private chat has their id).
+FILES, ALBUM, UNSAFE, CLEANUP = 6401, 6402, 6403, 6404
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedDaemon]:
+    tmp = tmp_path_factory.mktemp("telegram-media")
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp, fake, allowed_users=[FILES, ALBUM, UNSAFE, CLEANUP])
+        async with shared_daemon(tmp, fake, config) as shared:
+            yield shared
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def env(module_daemon: SharedDaemon) -> AsyncIterator[SharedDaemon]:
+    async with module_daemon.test() as shared:
+        yield shared
+
+
+async def sent_files(fake: FakeTelegram, count: int, chat: int = USER) -> list[SentMessage]:
+    """The bot's messages with files in `chat`, once there are `count`."""
     def enough() -> list[SentMessage] | None:
-        files = fake.sent_files(USER)
+        files = fake.sent_files(chat)
         return files if len(files) >= count else None
 
     return await fake.wait_for(enough, f"{count} files", timeout=30)
@@ -29,19 +66,18 @@ def data(message: SentMessage) -> bytes:
 
 
 async def test_attachments_media_lines_and_images_arrive_with_their_bytes(
-        tmp_path: Path) -> None:
-    put(tmp_path, "out/report.pdf", PDF)
-    put(tmp_path, "chart.png", PNG)
-    photo = put(tmp_path, "shots/pic.jpg", JPEG)
+        env: SharedDaemon) -> None:
+    fake, tmp = env.fake, env.tmp
+    put(tmp, "out/report.pdf", PDF)
+    put(tmp, "chart.png", PNG)
+    photo = put(tmp, "shots/pic.jpg", JPEG)
     directive = script_reply(
-        tmp_path, "files", "Here you go.\nMEDIA: out/report.pdf\n![the chart](chart.png)\n"
+        tmp, "files", "Here you go.\nMEDIA: out/report.pdf\n![the chart](chart.png)\n"
         "```\nMEDIA: not/a/file.txt\n```\nDone.",
         [{"name": "notes.md", "content": "# Notes\nline two\n"},
          {"name": "pic.jpg", "path": str(photo)}])
-    async with FakeTelegram() as fake, Daemon(telegram_config(tmp_path, fake)) as daemon:
-        await started(daemon, fake)
-        fake.user_message(USER, USER, f"send me the files {directive}")
-        files = await sent_files(fake, 4)
+    fake.user_message(FILES, FILES, f"send me the files {directive}")
+    files = await sent_files(fake, 4, FILES)
     assert [(m.kind, m.file.file_name if m.file else None) for m in files] == [
         ("document", "notes.md"), ("photo", "pic.jpg"), ("document", "report.pdf"),
         ("photo", "chart.png")]
@@ -53,22 +89,21 @@ async def test_attachments_media_lines_and_images_arrive_with_their_bytes(
     assert "MEDIA: not/a/file.txt" in caption
     assert "out/report.pdf" not in caption and "![" not in caption
     assert files[3].caption == "the chart"
-    assert len(fake.sent_messages(USER)) == 4  # no separate text message
+    assert len(fake.sent_messages(FILES)) == 4  # no separate text message
 
 
-async def test_albums_voice_audio_and_a_long_text_first(tmp_path: Path) -> None:
+async def test_albums_voice_audio_and_a_long_text_first(env: SharedDaemon) -> None:
+    fake, tmp = env.fake, env.tmp
     for name, blob in (("a.png", PNG), ("b.png", PNG_2), ("c.jpg", JPEG), ("note.ogg", OPUS),
                        ("song.mp3", MP3)):
-        put(tmp_path, name, blob)
+        put(tmp, name, blob)
     long_text = "A long answer. " * 100  # over a caption's 1,024 characters
-    directive = script_reply(tmp_path, "album", long_text + "\nMEDIA: a.png\nMEDIA: b.png\n"
+    directive = script_reply(tmp, "album", long_text + "\nMEDIA: a.png\nMEDIA: b.png\n"
                              "MEDIA: c.jpg\nMEDIA: note.ogg\nMEDIA: song.mp3")
-    async with FakeTelegram() as fake, Daemon(telegram_config(tmp_path, fake)) as daemon:
-        await started(daemon, fake)
-        fake.user_message(USER, USER, f"an album please {directive}")
-        await fake.wait_for(lambda: len(fake.sent_files(USER)) >= 5, "five files")
-        album_calls = fake.calls_to("sendMediaGroup")
-    sent = fake.sent_messages(USER)
+    fake.user_message(ALBUM, ALBUM, f"an album please {directive}")
+    await fake.wait_for(lambda: len(fake.sent_files(ALBUM)) >= 5, "five files")
+    album_calls = [c for c in env.calls if c.method == "sendMediaGroup"]
+    sent = fake.sent_messages(ALBUM)
     assert sent[0].kind == "text" and (sent[0].text or "").startswith("A long answer.")
     kinds = [m.kind for m in sent[1:]]
     assert kinds == ["photo", "photo", "photo", "voice", "audio"]
@@ -79,21 +114,20 @@ async def test_albums_voice_audio_and_a_long_text_first(tmp_path: Path) -> None:
     assert all(not m.caption for m in sent[1:])
 
 
-async def test_what_may_not_be_sent_is_a_note_and_the_rest_arrives(tmp_path: Path) -> None:
-    outside = tmp_path / "secret.txt"
+async def test_what_may_not_be_sent_is_a_note_and_the_rest_arrives(env: SharedDaemon) -> None:
+    fake, tmp = env.fake, env.tmp
+    outside = tmp / "secret.txt"
     outside.write_text("not for the chat")
-    link = put(tmp_path, "link.txt", b"")
+    link = put(tmp, "link.txt", b"")
     link.unlink()
     link.symlink_to(outside)
-    put(tmp_path, "ok.pdf", PDF)
+    put(tmp, "ok.pdf", PDF)
     directive = script_reply(
-        tmp_path, "unsafe", "Take these.\nMEDIA: /etc/passwd\nMEDIA: ../../secret.txt\n"
+        tmp, "unsafe", "Take these.\nMEDIA: /etc/passwd\nMEDIA: ../../secret.txt\n"
         "MEDIA: link.txt\nMEDIA: gone.png\nMEDIA: ok.pdf")
-    async with FakeTelegram() as fake, Daemon(telegram_config(tmp_path, fake)) as daemon:
-        await started(daemon, fake)
-        fake.user_message(USER, USER, f"files {directive}")
-        (sent,) = await fake.wait_for(lambda: fake.sent_files(USER), "the one file")
-        log = daemon.log
+    fake.user_message(UNSAFE, UNSAFE, f"files {directive}")
+    (sent,) = await fake.wait_for(lambda: fake.sent_files(UNSAFE), "the one file")
+    log = env.log
     assert sent.file is not None and sent.file.data == PDF
     caption = sent.caption or ""
     assert caption.startswith("Take these.")
@@ -106,20 +140,20 @@ async def test_what_may_not_be_sent_is_a_note_and_the_rest_arrives(tmp_path: Pat
     assert str(outside) in log
 
 
-async def test_a_file_the_agent_deletes_at_once_is_still_delivered(tmp_path: Path) -> None:
-    temp = put(tmp_path, "tmp/plot.png", PNG)
-    directive = script_reply(tmp_path, "cleanup", "![plot](tmp/plot.png)",
+async def test_a_file_the_agent_deletes_at_once_is_still_delivered(env: SharedDaemon) -> None:
+    fake, tmp = env.fake, env.tmp
+    temp = put(tmp, "tmp/plot.png", PNG)
+    directive = script_reply(tmp, "cleanup", "![plot](tmp/plot.png)",
                              delete_after=[temp])
-    async with FakeTelegram() as fake, Daemon(telegram_config(tmp_path, fake)) as daemon:
-        await started(daemon, fake)
-        fake.user_message(USER, USER, f"plot it {directive}")
-        journal = AgentJournal(tmp_path / "agent")
-        await journal.wait_until(lambda j: len(j.messages()) == 1)
-        # The agent deletes its file when this arrives: as soon as the bridge, done with the
-        # answer, gives it the chat's next message.
-        fake.user_message(USER, USER, "next")
-        await reply_containing(fake, USER, "echo: next")
-        (sent,) = fake.sent_files(USER)
+    journal = AgentJournal(tmp / "agent")
+    before = len(journal.messages())
+    fake.user_message(CLEANUP, CLEANUP, f"plot it {directive}")
+    await journal.wait_until(lambda j: len(j.messages()) == before + 1)
+    # The agent deletes its file when this arrives: as soon as the bridge, done with the
+    # answer, gives it the chat's next message.
+    fake.user_message(CLEANUP, CLEANUP, "next")
+    await reply_containing(fake, CLEANUP, "echo: next")
+    (sent,) = fake.sent_files(CLEANUP)
     assert not temp.exists()
     assert sent.kind == "photo" and data(sent) == PNG and sent.caption == "plot"
 

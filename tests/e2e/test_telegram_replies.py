@@ -1,20 +1,57 @@
 """Telegram end to end: how replies look and how delivery copes with the Bot API's limits and
-errors (rendering, splitting, long replies as files, 429 storms, 5xx, permanent refusals)."""
+errors (rendering, splitting, long replies as files, 429 storms, 5xx, permanent refusals).
+
+One daemon serves the tests of the default settings, each in its own chats; the tests of a
+reply cap (max_chunks) and of streaming run their own, as those settings change every reply.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
+import pytest_asyncio
 
 from tests.e2e.telegram_support import (
     USER,
-    assert_no_token,
+    SharedDaemon,
     reply_containing,
+    shared_daemon,
     started,
     telegram_config,
 )
-from tests.fakes.telegram import FakeTelegram, SentMessage, utf16_len
+from tests.fakes.telegram import Call, FakeTelegram, SentMessage, utf16_len
 from tests.harness import Daemon
+
+# One worker runs the whole module, in order, so the shared daemon is started once.
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("test_telegram_replies")]
+
+# Each test's own people (a private chat has its person's id).
+MARKDOWN, HTML, SERVER, BLOCKED, UNICODE = 6301, 6302, 6303, 6304, 6305
+FLOODED = [6306, 6307, 6308]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_daemon(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedDaemon]:
+    # No coalescing, for the flood test's five messages a chat; the others send one at a
+    # time and wait for its answer, where coalescing has nothing to merge.
+    tmp = tmp_path_factory.mktemp("telegram-replies")
+    async with FakeTelegram() as fake:
+        config = telegram_config(tmp, fake, sections={"bridge": {"coalesce": False}},
+                                 allowed_users=[MARKDOWN, HTML, SERVER, BLOCKED, UNICODE,
+                                                *FLOODED])
+        async with shared_daemon(tmp, fake, config) as shared:
+            yield shared
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def env(module_daemon: SharedDaemon) -> AsyncIterator[SharedDaemon]:
+    async with module_daemon.test() as shared:
+        yield shared
+
 
 CODE_LINE = "    if a < b and c > d: total &= mask  # keep <this> & that\n"
 
@@ -42,41 +79,36 @@ def pre_texts(message: SentMessage) -> list[str]:
             for e in message.entities if e["type"] == "pre"]
 
 
-async def test_long_markdown_reply_is_split_without_breaking_code(tmp_path: Path) -> None:
+async def test_long_markdown_reply_is_split_without_breaking_code(env: SharedDaemon) -> None:
     markdown, blocks = long_markdown()
-    async with FakeTelegram() as fake:
-        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
-            await started(daemon, fake)
-            fake.user_message(USER, USER, markdown, entities=[])
-            await reply_containing(fake, USER, "def part_3")
-            messages = fake.sent_messages(USER)
-        assert "plain text" not in daemon.log
-        assert 3 <= len(messages) <= 4
-        for message in messages:
-            assert utf16_len(message.text or "") <= 4096
-            assert "parse_mode" not in message.params
-            assert "```" not in (message.text or "") and "**" not in (message.text or "")
-        # Every code block arrives whole, inside one message, as a code entity.
-        shown = [pre for m in messages for pre in pre_texts(m)]
-        for body in blocks:
-            assert body.rstrip("\n") in shown
-        # Only the first chunk quotes the user's message.
-        assert messages[0].reply_to_message_id is not None
-        assert all(m.reply_to_message_id is None for m in messages[1:])
-        everything = "\n".join(m.text or "" for m in messages)
-        for n in range(4):
-            assert f"word{n}_39" in everything and f"item {n}.7" in everything
+    fake = env.fake
+    fake.user_message(MARKDOWN, MARKDOWN, markdown, entities=[])
+    await reply_containing(fake, MARKDOWN, "def part_3")
+    messages = fake.sent_messages(MARKDOWN)
+    assert "plain text" not in env.log
+    assert 3 <= len(messages) <= 4
+    for message in messages:
+        assert utf16_len(message.text or "") <= 4096
+        assert "parse_mode" not in message.params
+        assert "```" not in (message.text or "") and "**" not in (message.text or "")
+    # Every code block arrives whole, inside one message, as a code entity.
+    shown = [pre for m in messages for pre in pre_texts(m)]
+    for body in blocks:
+        assert body.rstrip("\n") in shown
+    # Only the first chunk quotes the user's message.
+    assert messages[0].reply_to_message_id is not None
+    assert all(m.reply_to_message_id is None for m in messages[1:])
+    everything = "\n".join(m.text or "" for m in messages)
+    for n in range(4):
+        assert f"word{n}_39" in everything and f"item {n}.7" in everything
 
 
-async def test_html_special_characters_arrive_as_typed(tmp_path: Path) -> None:
+async def test_html_special_characters_arrive_as_typed(env: SharedDaemon) -> None:
     text = "a < b && c > d, <b>not bold</b> &amp; x<y>z & 1 <2> 3"
-    async with FakeTelegram() as fake:
-        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
-            await started(daemon, fake)
-            fake.user_message(USER, USER, text, entities=[])
-            reply = await reply_containing(fake, USER, "echo:")
-        assert reply.text == f"echo: {text}"
-        assert reply.entities == []
+    env.fake.user_message(HTML, HTML, text, entities=[])
+    reply = await reply_containing(env.fake, HTML, "echo:")
+    assert reply.text == f"echo: {text}"
+    assert reply.entities == []
 
 
 async def test_reply_over_max_chunks_goes_as_a_file(tmp_path: Path) -> None:
@@ -95,64 +127,59 @@ async def test_reply_over_max_chunks_goes_as_a_file(tmp_path: Path) -> None:
         assert body.startswith("HUGE:x") and body.endswith(":END") and len(body) == 12_000
 
 
-async def test_flood_control_keeps_order_and_sends_each_chunk_once(tmp_path: Path) -> None:
-    chats = [USER, 5001, 5002]
+async def test_flood_control_keeps_order_and_sends_each_chunk_once(env: SharedDaemon) -> None:
+    fake, chats, first = env.fake, FLOODED, FLOODED[0]
     count = 5
-    async with FakeTelegram() as fake:
-        config = telegram_config(tmp_path, fake, allowed_users=chats,
-                                 sections={"bridge": {"coalesce": False}})
-        async with Daemon(config) as daemon:
-            await started(daemon, fake)
-            fake.set_flood(every=3, retry_after=1)
-            for i in range(count):
-                for chat in chats:
-                    fake.user_message(chat, chat, f"m{i} in {chat}")
-            await fake.wait_for(
-                lambda: all(len(fake.sent_messages(c)) >= count for c in chats), timeout=40,
-                what=f"{count} replies in each chat")
-            # A long reply hit by 429 half way resends nothing it already sent.
-            markdown, _ = long_markdown()
-            fake.user_message(USER, USER, markdown, entities=[])
-            await reply_containing(fake, USER, "def part_3", timeout=30)
-            fake.set_flood(0)
-        refused = [c for c in fake.calls if c.method == "sendMessage"]
-        assert len(refused) > len(fake.sent_messages())  # some calls really got 429
+    fake.set_flood(every=3, retry_after=1)
+    for i in range(count):
         for chat in chats:
-            texts = fake.texts(chat)[:count]
-            assert texts == [f"echo: m{i} in {chat}" for i in range(count)]
-        chunks = fake.texts(USER)[count:]
-        assert 3 <= len(chunks) <= 4 and len(set(chunks)) == len(chunks)
-        assert "Part 0" in chunks[0] and "def part_3" in chunks[-1]
-        # Each retry waited for the retry_after Telegram asked for.
-        assert fake.retries and fake.early_retries == []
-        assert re.search(r"retry in 1\.0s", daemon.log)
-        assert_no_token(daemon, fake.token)
+            fake.user_message(chat, chat, f"m{i} in {chat}")
+    await fake.wait_for(
+        lambda: all(len(fake.sent_messages(c)) >= count for c in chats), timeout=40,
+        what=f"{count} replies in each chat")
+    # A long reply hit by 429 half way resends nothing it already sent.
+    markdown, _ = long_markdown()
+    fake.user_message(first, first, markdown, entities=[])
+    await reply_containing(fake, first, "def part_3", timeout=30)
+    fake.set_flood(0)
+    refused = [c for c in env.calls if c.method == "sendMessage"]
+    assert len(refused) > sum(len(fake.sent_messages(c)) for c in chats)  # some really got 429
+    for chat in chats:
+        texts = fake.texts(chat)[:count]
+        assert texts == [f"echo: m{i} in {chat}" for i in range(count)]
+    chunks = fake.texts(first)[count:]
+    assert 3 <= len(chunks) <= 4 and len(set(chunks)) == len(chunks)
+    assert "Part 0" in chunks[0] and "def part_3" in chunks[-1]
+    # Each retry waited for the retry_after Telegram asked for.
+    assert [c for c in fake.retries if c.params.get("chat_id") in chats]
+    assert [c for c in fake.early_retries if c.params.get("chat_id") in chats] == []
+    assert re.search(r"retry in 1\.0s", env.log)
 
 
-async def test_server_errors_are_retried_and_refusals_are_not(tmp_path: Path) -> None:
-    blocked = 6001
-    async with FakeTelegram() as fake:
-        config = telegram_config(tmp_path, fake, allowed_users=[USER, blocked])
-        async with Daemon(config) as daemon:
-            await started(daemon, fake)
-            fake.fail_next("sendMessage", 502)
-            fake.user_message(USER, USER, "through a 502")
-            await reply_containing(fake, USER, "echo: through a 502")
-            assert len(fake.calls_to("sendMessage")) == 2
+async def test_server_errors_are_retried_and_refusals_are_not(env: SharedDaemon) -> None:
+    fake, user, blocked = env.fake, SERVER, BLOCKED
 
-            fake.fail_next("sendMessage", 400,
-                           error="Bad Request: can't parse entities: unsupported")
-            fake.user_message(USER, USER, "**bold** anyway")
-            plain = await reply_containing(fake, USER, "echo: bold anyway")
-            assert plain.entities == []
+    def sends(chat: int) -> list[Call]:
+        return [c for c in env.calls if c.method == "sendMessage"
+                and c.params.get("chat_id") == chat]
 
-            fake.block_chat(blocked)
-            fake.user_message(blocked, blocked, "you blocked me")
-            await daemon.wait_for_log(r"failed permanently: Telegram forbids")
-            fake.user_message(USER, USER, "still here")
-            await reply_containing(fake, USER, "echo: still here")
-        assert len([c for c in fake.calls_to("sendMessage") if c.params["chat_id"] == blocked]) == 1
-        assert_no_token(daemon, fake.token)
+    fake.fail_next("sendMessage", 502)
+    fake.user_message(user, user, "through a 502")
+    await reply_containing(fake, user, "echo: through a 502")
+    assert len(sends(user)) == 2
+
+    fake.fail_next("sendMessage", 400,
+                   error="Bad Request: can't parse entities: unsupported")
+    fake.user_message(user, user, "**bold** anyway")
+    plain = await reply_containing(fake, user, "echo: bold anyway")
+    assert plain.entities == []
+
+    fake.block_chat(blocked)
+    fake.user_message(blocked, blocked, "you blocked me")
+    await env.wait_for_log(r"failed permanently: Telegram forbids")
+    fake.user_message(user, user, "still here")
+    await reply_containing(fake, user, "echo: still here")
+    assert len(sends(blocked)) == 1
 
 
 async def test_streaming_and_tool_status(tmp_path: Path) -> None:
@@ -174,19 +201,16 @@ async def test_streaming_and_tool_status(tmp_path: Path) -> None:
             assert fake.calls_to("editMessageText")
 
 
-async def test_broken_unicode_from_the_agent_or_a_user_is_answered(tmp_path: Path) -> None:
+async def test_broken_unicode_from_the_agent_or_a_user_is_answered(env: SharedDaemon) -> None:
     # A lone UTF-16 surrogate (valid as a JSON escape, refused by every UTF-8 encoder) must
     # not cost anybody an answer: it arrives as U+FFFD.
-    async with FakeTelegram() as fake:
-        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
-            await started(daemon, fake)
-            fake.user_message(USER, USER, "tell me #lone-surrogate")
-            reply = await reply_containing(fake, USER, "echo: tell me")
-            assert reply.text is not None and reply.text.endswith("broken \ufffd half")
-            fake.user_message(USER, USER, "half a smiley \ud83d and more")
-            reply = await reply_containing(fake, USER, "and more")
-            assert reply.text == "echo: half a smiley \ufffd and more"
-            fake.user_message(USER, USER, "still fine")
-            await reply_containing(fake, USER, "echo: still fine")
-        assert "Traceback" not in daemon.log
-        assert_no_token(daemon, fake.token)
+    fake, user = env.fake, UNICODE
+    fake.user_message(user, user, "tell me #lone-surrogate")
+    reply = await reply_containing(fake, user, "echo: tell me")
+    assert reply.text is not None and reply.text.endswith("broken \ufffd half")
+    fake.user_message(user, user, "half a smiley \ud83d and more")
+    reply = await reply_containing(fake, user, "and more")
+    assert reply.text == "echo: half a smiley \ufffd and more"
+    fake.user_message(user, user, "still fine")
+    await reply_containing(fake, user, "echo: still fine")
+    assert "Traceback" not in env.log
