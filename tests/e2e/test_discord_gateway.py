@@ -1,5 +1,10 @@
 """Discord end to end: the gateway drops, asks for a new session, or the daemon is down or
-killed; every message is answered, none twice; the time since it last delivered is exported."""
+killed; every message is answered, none twice; the time since it last delivered is exported.
+
+One daemon serves the tests whose faults are the gateway's (a dropped connection, an
+invalidated session) and the export, each as its own person in their own DM; the tests of a
+daemon that is down or SIGKILLed start (and restart) their own.
+"""
 
 from __future__ import annotations
 
@@ -8,51 +13,87 @@ import json
 import re
 import urllib.request
 from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.e2e.discord_support import assert_no_token, discord_config, online
+import pytest
+import pytest_asyncio
+
+from tests.e2e.discord_support import add_people, assert_no_token, discord_config, online
 from tests.fakes.discord import DEFAULT_USER, FakeDiscord
-from tests.harness import AgentJournal, Daemon, free_port
+from tests.harness import AgentJournal, Daemon, http_port
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+# The tests of the shared daemon: on one worker, one after another.
+SHARED = pytest.mark.xdist_group("discord_gateway")
 
 TAG = re.compile(r"\bt(\d+)-(\d+)\b")
+DROPPED, INVALIDATED, EXPORTED = (f"4000000000000001{n}" for n in (31, 32, 33))
 
 
-async def test_a_dropped_connection_is_resumed_and_what_came_meanwhile_is_answered(
-        tmp_path: Path) -> None:
+@dataclass
+class Env:
+    fake: FakeDiscord
+    daemon: Daemon
+    port: int  # the daemon's HTTP listener
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("discord-gateway")
     async with FakeDiscord() as fake:
-        async with Daemon(discord_config(tmp_path, fake)) as daemon:
+        add_people(fake, {DROPPED: "dora", INVALIDATED: "ivan", EXPORTED: "exa"})
+        config = discord_config(tmp, fake, allowed_users=[DROPPED, INVALIDATED, EXPORTED],
+                                sections={"http": {"listen": "127.0.0.1:0"}})
+        daemon = Daemon(config)
+        async with daemon:
+            port = await http_port(daemon)
             await online(daemon, fake)
-            dm = fake.dm_channel(DEFAULT_USER).id
-            fake.dm("before")
-            await fake.wait_for_reply(dm, "echo: before")
-            await fake.drop_connection()
-            fake.dm("while away")  # kept by the session; replayed after RESUME
-            await fake.wait_ready(2)
-            await fake.wait_for_reply(dm, "echo: while away")
-            assert (fake.identifies, fake.resumes) == (1, 1)
-            # zlib-stream as discord.py asks for it, and heartbeats on both connections.
-            assert all(c.query.get("compress") == "zlib-stream" for c in fake.connections)
-            assert fake.connections[0].heartbeats >= 1
-        assert [m.content for m in fake.messages_in(dm)] == ["echo: before", "echo: while away"]
+            yield Env(fake, daemon, port)
         assert_no_token(daemon, fake)
+        assert "Traceback" not in daemon.log
 
 
+def sessions(fake: FakeDiscord) -> tuple[int, int]:
+    return fake.identifies, fake.resumes
+
+
+@SHARED
+async def test_a_dropped_connection_is_resumed_and_what_came_meanwhile_is_answered(
+        env: Env) -> None:
+    fake = env.fake
+    dm = fake.dm_channel(DROPPED).id
+    fake.dm("before", DROPPED)
+    await fake.wait_for_reply(dm, "echo: before")
+    (identifies, resumes), first = sessions(fake), len(fake.connections) - 1
+    await fake.drop_connection()
+    fake.dm("while away", DROPPED)  # kept by the session; replayed after RESUME
+    await fake.wait_ready(identifies + resumes + 1)
+    await fake.wait_for_reply(dm, "echo: while away")
+    assert sessions(fake) == (identifies, resumes + 1)
+    # zlib-stream as discord.py asks for it, and heartbeats on both connections.
+    assert all(c.query.get("compress") == "zlib-stream" for c in fake.connections[first:])
+    assert fake.connections[first].heartbeats >= 1
+    assert [m.content for m in fake.messages_in(dm)] == ["echo: before", "echo: while away"]
+
+
+@SHARED
 async def test_an_invalidated_session_starts_again_and_reads_what_it_missed(
-        tmp_path: Path) -> None:
-    async with FakeDiscord() as fake:
-        async with Daemon(discord_config(tmp_path, fake)) as daemon:
-            await online(daemon, fake)
-            dm = fake.dm_channel(DEFAULT_USER).id
-            fake.dm("before")
-            await fake.wait_for_reply(dm, "echo: before")
-            await fake.invalidate_session()
-            # Written while no session stood: the gateway never delivers it.
-            fake.say(dm, "lost by the gateway", deliver=False)
-            await fake.wait_ready(2)
-            await fake.wait_for_reply(dm, "echo: lost by the gateway")
-            assert (fake.identifies, fake.resumes) == (2, 0)
-        assert [m.content for m in fake.messages_in(dm)] == [
-            "echo: before", "echo: lost by the gateway"]
+        env: Env) -> None:
+    fake = env.fake
+    dm = fake.dm_channel(INVALIDATED).id
+    fake.dm("before", INVALIDATED)
+    await fake.wait_for_reply(dm, "echo: before")
+    identifies, resumes = sessions(fake)
+    await fake.invalidate_session()
+    # Written while no session stood: the gateway never delivers it.
+    fake.say(dm, "lost by the gateway", INVALIDATED, deliver=False)
+    await fake.wait_ready(identifies + resumes + 1)
+    await fake.wait_for_reply(dm, "echo: lost by the gateway")
+    assert sessions(fake) == (identifies + 1, resumes)
+    assert [m.content for m in fake.messages_in(dm)] == [
+        "echo: before", "echo: lost by the gateway"]
 
 
 async def test_messages_sent_while_the_daemon_was_down_are_answered_in_order(
@@ -144,19 +185,15 @@ def _get(url: str) -> str:
         return str(resp.read().decode())
 
 
-async def test_the_time_since_discord_last_delivered_is_exported(tmp_path: Path) -> None:
-    port = free_port()
-    async with FakeDiscord() as fake:
-        config = discord_config(tmp_path, fake,
-                                sections={"http": {"listen": f"127.0.0.1:{port}"}})
-        async with Daemon(config) as daemon:
-            await online(daemon, fake)
-            dm = fake.dm_channel(DEFAULT_USER).id
-            fake.dm("hello")
-            await fake.wait_for_reply(dm, "echo: hello")
-            health = json.loads(await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/healthz"))
-            assert "discord" in health["platforms_last_event_seconds"], health
-            assert health["platforms_last_event_seconds"]["discord"] >= 0
-            metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
-            assert ('picobridge_platform_last_event_age_seconds{bot="default",platform="discord"}'
-                    in metrics)
+@SHARED
+async def test_the_time_since_discord_last_delivered_is_exported(env: Env) -> None:
+    fake, port = env.fake, env.port
+    dm = fake.dm_channel(EXPORTED).id
+    fake.dm("hello", EXPORTED)
+    await fake.wait_for_reply(dm, "echo: hello")
+    health = json.loads(await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/healthz"))
+    assert "discord" in health["platforms_last_event_seconds"], health
+    assert health["platforms_last_event_seconds"]["discord"] >= 0
+    metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
+    assert ('picobridge_platform_last_event_age_seconds{bot="default",platform="discord"}'
+            in metrics)

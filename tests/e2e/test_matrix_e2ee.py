@@ -3,20 +3,35 @@ encrypts (mautrix's Client and OlmMachine, tests/synapse/crypto_person.py): thei
 messages are answered, every answer (reaction, streamed edits too) arrives encrypted and
 decrypts on their device; a restarted daemon keeps its device and keys; a message whose key
 never comes is reported, not lost. Without the `e2ee` extra, e2ee = true is a configuration
-error that names the pip command."""
+error that names the pip command.
+
+One daemon (one bot) serves the three tests that need nothing of their own (a room of more
+people, files, an undecryptable message), each as its own people in its own room; they form
+an xdist group, so one worker starts it once. The tests of restarts, a new device, SIGKILL and
+streaming (a gated agent) start their own.
+"""
 
 from __future__ import annotations
 
 import re
 import stat
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from picobridge import exit_codes
-from tests.e2e.matrix_support import assert_no_secrets, matrix_config, synced
+from tests.e2e.matrix_support import (
+    Shared,
+    assert_no_secrets,
+    log_since,
+    matrix_config,
+    shared_daemon,
+    synced,
+)
 from tests.e2e.media_support import PDF, put, script_reply
 from tests.e2e.test_telegram_streaming import GATED_AGENT, Gates
 from tests.harness import Daemon, run_cli
@@ -25,7 +40,19 @@ from tests.synapse.server import Account, Synapse
 
 # Each test starts one or two daemons and an encrypting client, besides the worker's Synapse
 # start when it is the worker's first: on a loaded machine more than the default 120 s pass.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+# The tests of the shared daemon: on one worker, one after another.
+SHARED = pytest.mark.xdist_group("matrix_e2ee")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory,
+              synapse: Synapse) -> AsyncIterator[Shared]:
+    # The key wait is the default (10 s): only the undecryptable message's test meets it.
+    async with shared_daemon(tmp_path_factory.mktemp("matrix-e2ee"), synapse,
+                             ["room_alice", "files", "undecryptable"], reaction_done="",
+                             e2ee=True) as shared:
+        yield shared
 
 
 def text(event: Seen) -> str:
@@ -42,8 +69,8 @@ def plain_from(me: CryptoPerson, room: str, bot: Account) -> list[Seen]:
             and e.get("type") != "m.room.member" and not e["decrypted"]]
 
 
-def crypto_person(tmp: Path, server: Synapse) -> CryptoPerson:
-    return CryptoPerson(server.url, server.register(), tmp / "person")
+def crypto_person(tmp: Path, server: Synapse, account: Account | None = None) -> CryptoPerson:
+    return CryptoPerson(server.url, account or server.register(), tmp / "person")
 
 
 def assert_private(state: Path) -> None:
@@ -125,35 +152,34 @@ async def test_a_new_access_token_gets_a_device_with_new_keys(tmp_path: Path,
         assert login["access_token"] not in daemon.log
 
 
+@SHARED
 async def test_in_a_room_with_more_people_every_member_reads_the_answer(
-        tmp_path: Path, synapse: Synapse) -> None:
-    bot = synapse.register()
-    async with crypto_person(tmp_path, synapse) as alice, \
-            crypto_person(tmp_path, synapse) as bob, crypto_person(tmp_path, synapse) as carol:
-        config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="",
-                               e2ee=True)
-        async with Daemon(config) as daemon:
-            await synced(daemon)
-            room = await alice.create_encrypted_room([bot.user_id, bob.user_id])
-            await bob.join(room)
-            await alice.wait_joined(room, bot.user_id)
-            await alice.wait_joined(room, bob.user_id)
-            await alice.say(room, f"{bot.user_id} what is up")
-            for member in (alice, bob):
-                answer = await member.wait_for(room, bot.user_id,
-                                               lambda e: "what is up" in text(e),
-                                               what="the answer to the mention")
-                assert answer["decrypted"]
-            # Someone new: the bot's next answer is shared with their device too.
-            await alice.invite(room, carol.user_id)
-            await carol.join(room)
-            await alice.wait_joined(room, carol.user_id)
-            await alice.say(room, f"{bot.user_id} and now?")
-            for member in (alice, bob, carol):
-                later = await member.wait_for(room, bot.user_id, lambda e: "and now?" in text(e),
-                                              what="the answer after a new member came")
-                assert later["decrypted"]
-            assert not plain_from(alice, room, bot)
+        tmp_path: Path, env: Shared) -> None:
+    synapse, bot = env.server, env.bot
+    # Only alice is allowed; bob and carol read along.
+    async with crypto_person(tmp_path / "alice", synapse, env.people["room_alice"]) as alice, \
+            crypto_person(tmp_path / "bob", synapse) as bob, \
+            crypto_person(tmp_path / "carol", synapse) as carol:
+        room = await alice.create_encrypted_room([bot.user_id, bob.user_id])
+        await bob.join(room)
+        await alice.wait_joined(room, bot.user_id)
+        await alice.wait_joined(room, bob.user_id)
+        await alice.say(room, f"{bot.user_id} what is up")
+        for member in (alice, bob):
+            answer = await member.wait_for(room, bot.user_id,
+                                           lambda e: "what is up" in text(e),
+                                           what="the answer to the mention")
+            assert answer["decrypted"]
+        # Someone new: the bot's next answer is shared with their device too.
+        await alice.invite(room, carol.user_id)
+        await carol.join(room)
+        await alice.wait_joined(room, carol.user_id)
+        await alice.say(room, f"{bot.user_id} and now?")
+        for member in (alice, bob, carol):
+            later = await member.wait_for(room, bot.user_id, lambda e: "and now?" in text(e),
+                                          what="the answer after a new member came")
+            assert later["decrypted"]
+        assert not plain_from(alice, room, bot)
 
 
 @pytest.mark.slow
@@ -237,64 +263,63 @@ def final(event: Seen) -> str:
     return str(new.get("body", "")) if isinstance(new, dict) else text(event)
 
 
-async def test_files_go_both_ways_encrypted(tmp_path: Path, synapse: Synapse) -> None:
-    bot = synapse.register()
-    put(tmp_path, "out/report.pdf", PDF)
-    directive = script_reply(tmp_path, "files", "Here.\nMEDIA: out/report.pdf")
-    async with crypto_person(tmp_path, synapse) as me:
-        config = matrix_config(tmp_path, synapse, bot, [me.user_id], reaction_done="",
-                               e2ee=True)
-        async with Daemon(config) as daemon:
-            await synced(daemon)
-            room = await me.create_encrypted_dm(bot.user_id)
-            notes = b"shopping: apples, pears\n"
-            await me.send(room, {"msgtype": "m.file", "body": "notes.txt",
-                                 "file": await me.upload_encrypted(notes, "notes.txt"),
-                                 "info": {"mimetype": "text/plain", "size": len(notes)}})
-            # A text file reaches the agent inlined: the echo holds its (decrypted) text.
-            seen = await me.wait_for(room, bot.user_id, lambda e: "apples, pears" in text(e),
-                                     what="the file's text read back")
-            assert seen["decrypted"]
-            await me.say(room, f"send the report {directive}")
-            sent = await me.wait_for(room, bot.user_id,
-                                     lambda e: e["content"].get("filename") == "report.pdf",
-                                     what="the agent's file")
-            assert sent["decrypted"] and "url" not in sent["content"], \
-                "a file into an encrypted room must be encrypted too"
-            assert await me.download_decrypted(sent["content"]["file"]) == PDF
+@SHARED
+async def test_files_go_both_ways_encrypted(tmp_path: Path, env: Shared) -> None:
+    synapse, bot = env.server, env.bot
+    put(env.tmp, "out/report.pdf", PDF)
+    directive = script_reply(env.tmp, "files", "Here.\nMEDIA: out/report.pdf")
+    async with crypto_person(tmp_path, synapse, env.people["files"]) as me:
+        room = await me.create_encrypted_dm(bot.user_id)
+        notes = b"shopping: apples, pears\n"
+        await me.send(room, {"msgtype": "m.file", "body": "notes.txt",
+                             "file": await me.upload_encrypted(notes, "notes.txt"),
+                             "info": {"mimetype": "text/plain", "size": len(notes)}})
+        # A text file reaches the agent inlined: the echo holds its (decrypted) text.
+        seen = await me.wait_for(room, bot.user_id, lambda e: "apples, pears" in text(e),
+                                 what="the file's text read back")
+        assert seen["decrypted"]
+        await me.say(room, f"send the report {directive}")
+        sent = await me.wait_for(room, bot.user_id,
+                                 lambda e: e["content"].get("filename") == "report.pdf",
+                                 what="the agent's file")
+        assert sent["decrypted"] and "url" not in sent["content"], \
+            "a file into an encrypted room must be encrypted too"
+        assert await me.download_decrypted(sent["content"]["file"]) == PDF
 
 
+@SHARED
 async def test_a_message_that_cannot_be_decrypted_is_reported(tmp_path: Path,
-                                                               synapse: Synapse) -> None:
-    bot = synapse.register()
-    async with crypto_person(tmp_path, synapse) as me:
-        config = matrix_config(tmp_path, synapse, bot, [me.user_id], e2ee=True,
-                               e2ee_key_wait=1.0)
-        async with Daemon(config) as daemon:
-            await synced(daemon)
-            room = await me.create_encrypted_dm(bot.user_id)
-            # Encrypted with a group session the bot never got the key of, twice.
-            sealed = {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEnABm2ShDcx",
-                      "device_id": me.account.device_id, "sender_key": "a" * 43,
-                      "session_id": "b" * 43}
-            await me.send_raw(room, "m.room.encrypted", sealed)
-            notice = await me.wait_for(room, bot.user_id, lambda e: "decrypt" in text(e),
-                                       what="the could-not-read notice")
-            assert notice["decrypted"] and notice["content"]["msgtype"] == "m.notice"
-            await me.send_raw(room, "m.room.encrypted", {**sealed, "ciphertext": "AwgBEnAB"})
-            # A to-device message that is not what it claims: logged, the sync goes on.
-            await me.send_to_device_raw(bot.user_id, "m.room.encrypted", {
-                "algorithm": "m.olm.v1.curve25519-aes-sha2", "sender_key": "c" * 43,
-                "ciphertext": {"nokey": {"type": 0, "body": "AwoG"}}})
-            await me.say(room, "and this one?")
-            await me.wait_for(room, bot.user_id, answered("echo: and this one?"),
-                              what="the next message answered")
-            # In a direct chat each unreadable message is reported; the session's key is
-            # waited for once, not again for each of its messages.
-            assert sum("decrypt" in text(e) for e in me.from_user(room, bot.user_id)) == 2
-        assert daemon.log.count("could not be decrypted") == 2
-        assert daemon.log.count("waiting for the key of") == 1
-        assert "encryption: to-device event from" in daemon.log
+                                                               env: Shared) -> None:
+    synapse, bot, daemon = env.server, env.bot, env.daemon
+    mark = len(daemon.log_lines)
+    async with crypto_person(tmp_path, synapse, env.people["undecryptable"]) as me:
+        room = await me.create_encrypted_dm(bot.user_id)
+        # Encrypted with a group session the bot never got the key of, twice.
+        sealed = {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEnABm2ShDcx",
+                  "device_id": me.account.device_id, "sender_key": "a" * 43,
+                  "session_id": "b" * 43}
+        await me.send_raw(room, "m.room.encrypted", sealed)
+        notice = await me.wait_for(room, bot.user_id, lambda e: "decrypt" in text(e),
+                                   what="the could-not-read notice")
+        assert notice["decrypted"] and notice["content"]["msgtype"] == "m.notice"
+        await me.send_raw(room, "m.room.encrypted", {**sealed, "ciphertext": "AwgBEnAB"})
+        # A to-device message that is not what it claims: logged, the sync goes on.
+        await me.send_to_device_raw(bot.user_id, "m.room.encrypted", {
+            "algorithm": "m.olm.v1.curve25519-aes-sha2", "sender_key": "c" * 43,
+            "ciphertext": {"nokey": {"type": 0, "body": "AwoG"}}})
+        await me.say(room, "and this one?")
+        await me.wait_for(room, bot.user_id, answered("echo: and this one?"),
+                          what="the next message answered")
+        # In a direct chat each unreadable message is reported; the session's key is
+        # waited for once, not again for each of its messages.
+        assert sum("decrypt" in text(e) for e in me.from_user(room, bot.user_id)) == 2
+    # The daemon runs on: its log is read as it comes, so wait for the lines, then count them.
+    await daemon.wait_until(lambda: log_since(daemon, mark).count("could not be decrypted") >= 2
+                            and "encryption: to-device event from" in log_since(daemon, mark),
+                            what="both reported in the log, and the to-device event")
+    log = log_since(daemon, mark)
+    assert log.count("could not be decrypted") == 2
+    assert log.count("waiting for the key of") == 1
 
 
 async def test_e2ee_without_the_extra_is_a_configuration_error(tmp_path: Path) -> None:
