@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Any
 
 import pytest
 
@@ -63,12 +64,27 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return WORKERS_PER_CORE * len(os.sched_getaffinity(0))
 
 
+# A worker parses the command line again and takes --dist from it, not from the controller: the
+# loadgroup chosen above (no --dist given) reached no worker, so none put the xdist_group names
+# into its tests' ids and the groups were ignored (a module's tests spread over the workers,
+# its module fixture started in each). The controller passes it on in the worker's input.
+LOADGROUP = "picobridge_loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:  # xdist's WorkerController (xdist has no types)
+    node.workerinput[LOADGROUP] = node.config.option.dist == "loadgroup"
+
+
 RUN_DIR = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get(LOADGROUP):
+        config.option.loadgroup = True  # read by xdist's worker when it collects
     # In the controller, before the workers start (they inherit the variable).
-    if hasattr(config, "workerinput") or RUN_DIR_VARIABLE in os.environ:
+    if workerinput is not None or RUN_DIR_VARIABLE in os.environ:
         return
     path = tempfile.mkdtemp(prefix="pb-test-run-")
     os.chmod(path, 0o755)  # the unprivileged user runs what is made there
@@ -82,7 +98,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.pop(RUN_DIR_VARIABLE, None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config.option, "loadgroup", False):
+        keep_groups(items)
     # Stable: the order within each part is the collection order, the same in every worker
     # (xdist requires that).
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def keep_groups(items: list[pytest.Item]) -> None:
+    """Each xdist_group's name at the end of its tests' ids, which is all that loadgroup
+    goes by. xdist (3.8) puts it there by setting `_nodeid`, which pytest 9 no longer reads
+    (its node id is `_id`): without this the groups were ignored."""
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        suffix = f"@{'_'.join(names)}"
+        node_id: Any = getattr(item, "_id", None)
+        if names and not item.nodeid.endswith(suffix) and hasattr(node_id, "parse"):
+            item._id = type(node_id).parse(item.nodeid + suffix)  # pytest 9's NodeId

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.discord import DEFAULT_USER, OTHER_USER, FakeDiscord
-from tests.harness import Daemon, base_config, write_config
+from tests.harness import AgentJournal, Daemon, base_config, write_config
 
 
 def discord_config(tmp: Path, fake: FakeDiscord, *agent_flags: str,
@@ -31,3 +31,17 @@ def assert_no_token(daemon: Daemon, fake: FakeDiscord) -> None:
     for line in daemon.log_lines + daemon.stdout_lines:
         assert fake.token not in line, f"the token leaked into the log: {line[:200]!r}"
         assert "[REDACTED]" not in line, f"something tried to log a secret: {line[:200]!r}"
+
+
+def add_people(fake: FakeDiscord, people: dict[str, str]) -> None:
+    """People (user id -> name) of a module whose tests share one daemon, one or more each."""
+    for user_id, name in people.items():
+        fake.add_user(user_id, name)
+
+
+def agent_messages(agent_state: Path, channel_id: str) -> list[dict[str, Any]]:
+    """What the fake agent received from one channel (its own and its threads' sessions,
+    `discord.<channel>[.<thread>].…`): a test sharing the daemon sees only its own."""
+    prefix = f"discord.{channel_id}"
+    return [m for m in AgentJournal(agent_state).messages()
+            if m["session"] == prefix or m["session"].startswith(prefix + ".")]

@@ -31,7 +31,9 @@ from tests.e2e.slack_support import (
 from tests.fakes.slack import FakeSlack, PostedMessage
 from tests.harness import Daemon
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# One worker runs the whole module (xdist would start the module's daemon again in each).
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("test_slack_buttons")]
 
 AGENT = Path(__file__).with_name("dialog_agent.py")
 ALICE, BOB, CAROL, DAVE, ERIN, FRANK = ("U0ALICE", "U0BOB", "U0CAROL", "U0DAVE", "U0ERIN",

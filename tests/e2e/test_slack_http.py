@@ -1,5 +1,7 @@
 """Slack in HTTP mode (Events API), end to end: FakeSlack POSTs signed events and slash commands
-to the daemon's own HTTP listener; replies go to FakeSlack's Web API as in Socket Mode."""
+to the daemon's own HTTP listener; replies go to FakeSlack's Web API as in Socket Mode.
+
+One daemon serves the module; every test talks in its own DM or channel."""
 
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ from tests.e2e.slack_support import (
 from tests.fakes.slack import DEFAULT_USER, FakeSlack
 from tests.harness import AgentJournal, Daemon
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# One worker runs the whole module (xdist would start the module's daemon again in each).
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("test_slack_http")]
 
 ALICE, BOB = "U0ALICE", "U0BOB"
 

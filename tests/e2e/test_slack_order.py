@@ -14,17 +14,22 @@ queued before the daemon connected, is stored and answered in writing order: sla
 each envelope's listeners in a task of its own, so this holds only while nothing on the way
 from that task to the adapter's per-conversation queue waits (bolt's authorisation would, on
 auth.test, were it not primed with the adapter's own answer).
+
+The two slash command tests share one daemon (each in its own user's DM); the storage outage
+tests and the burst partly queued before the daemon connected start their own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from tests.e2e.slack_support import assert_no_secrets, reply_to, slack_config
 from tests.fakes.server import DOWNLOAD
@@ -32,7 +37,9 @@ from tests.fakes.slack import FakeSlack
 from tests.harness import SHORT_BUSY_TIMEOUT, AgentJournal, Daemon
 from tests.storage_faults import write_lock
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+# The tests on the shared daemon run on one worker (xdist would start it again in each).
+SHARED = pytest.mark.xdist_group("test_slack_order_shared")
 
 ALICE, BOB, CAROL = "U0ALICE", "U0BOB", "U0CAROL"
 USERS = [ALICE, BOB, CAROL]
@@ -58,10 +65,10 @@ def assert_in_order_once(texts: list[str], seen: str) -> None:
     assert positions == sorted(positions), seen
 
 
-async def answered_first(fake: FakeSlack, text: str) -> str:
-    """Once Slack's socket is up, Alice says `text` and is answered; her DM's channel."""
+async def answered_first(fake: FakeSlack, text: str, user: str = ALICE) -> str:
+    """Once Slack's socket is up, `user` says `text` and is answered; their DM's channel."""
     await fake.wait_for_socket()
-    first = fake.dm_message(text, user=ALICE)
+    first = fake.dm_message(text, user=user)
     await fake.send_event(first)
     await reply_to(fake, first["channel"], f"echo: {text}")
     return str(first["channel"])
@@ -151,54 +158,79 @@ async def test_a_message_refused_behind_a_held_one_is_not_overtaken(tmp_path: Pa
         assert_no_secrets(daemon, fake)
 
 
-async def test_a_message_right_after_a_slash_command_comes_after_it(tmp_path: Path) -> None:
+@dataclass
+class Env:
+    fake: FakeSlack
+    daemon: Daemon
+    tmp: Path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("slack-order")
     async with FakeSlack() as fake:
-        config = slack_config(tmp_path, fake, allowed_users=USERS)
-        async with Daemon(config) as daemon:
-            channel = await answered_first(fake, "before any /new")
-            rounds = 5
-            for n in range(rounds):  # each pair back to back, as a quick typist sends them
-                await fake.send_slash_command("/picobridge", "new", user=ALICE)
-                await fake.send_event(fake.dm_message(f"fresh start {n}", user=ALICE))
-            for n in range(rounds):
-                await reply_to(fake, channel, f"fresh start {n}")
-            # Intake took them as sent: each message right after its command...
-            assert texts_stored(tmp_path, channel) == ["before any /new"] + [
-                line for n in range(rounds) for line in ("/new", f"fresh start {n}")]
-            # ... so each went to the agent in the session that command started.
-            sessions = sessions_asked(tmp_path)
-            fresh = [sessions[f"fresh start {n}"] for n in range(rounds)]
-            assert len({sessions["before any /new"], *fresh}) == rounds + 1, sessions
+        daemon = Daemon(slack_config(tmp, fake, allowed_users=USERS))
+        async with daemon:
+            await fake.wait_for_socket()
+            yield Env(fake, daemon, tmp)
         assert_no_secrets(daemon, fake)
+        assert "Traceback" not in daemon.log
 
 
+@pytest.fixture
+def shared(env: Env) -> Iterator[Env]:
+    """The module's daemon, with no fault a test scripted on the fake left for the next."""
+    yield env
+    env.fake.release()
+    env.fake.clear_faults()
+
+
+@SHARED
+async def test_a_message_right_after_a_slash_command_comes_after_it(shared: Env) -> None:
+    fake, tmp = shared.fake, shared.tmp
+    channel = await answered_first(fake, "before any /new", user=BOB)
+    rounds = 5
+    for n in range(rounds):  # each pair back to back, as a quick typist sends them
+        await fake.send_slash_command("/picobridge", "new", user=BOB)
+        await fake.send_event(fake.dm_message(f"fresh start {n}", user=BOB))
+    for n in range(rounds):
+        await reply_to(fake, channel, f"fresh start {n}")
+    # Intake took them as sent: each message right after its command...
+    assert texts_stored(tmp, channel) == ["before any /new"] + [
+        line for n in range(rounds) for line in ("/new", f"fresh start {n}")]
+    # ... so each went to the agent in the session that command started.
+    sessions = sessions_asked(tmp)
+    fresh = [sessions[f"fresh start {n}"] for n in range(rounds)]
+    assert len({sessions["before any /new"], *fresh}) == rounds + 1, sessions
+
+
+@SHARED
 async def test_a_slash_command_behind_a_downloading_file_is_acknowledged_at_once(
-        tmp_path: Path) -> None:
-    async with FakeSlack() as fake:
-        config = slack_config(tmp_path, fake, allowed_users=USERS)
-        async with Daemon(config) as daemon:
-            channel = await answered_first(fake, "before the file")
-            fake.stall_next(DOWNLOAD)
-            shared = fake.add_file(b"a large file\n", name="large.txt")
-            await fake.send_event(fake.file_share_message([shared], "with a file", user=ALICE))
-            await fake.wait_for(lambda: DOWNLOAD in fake.stalled, "the download held", 30)
-            command = await fake.send_slash_command("/picobridge", "new", user=ALICE)
-            await fake.wait_for_ack(command["envelope_id"], timeout=30)
-            # Acknowledged while the message before it is still downloading its file...
-            assert fake.stalled == [DOWNLOAD] and not fake.downloads
-            fake.release(DOWNLOAD)
-            after = fake.dm_message("after the command", user=ALICE)
-            await fake.send_event(after)
-            await reply_to(fake, channel, "after the command", timeout=60)
-            # ... and still taken in its place: the message with the file before it (in the
-            # old session), the message after it in the new one.
-            assert texts_stored(tmp_path, channel) == [
-                "before the file", "with a file", "/new", "after the command"]
-            sessions = sessions_asked(tmp_path)
-            with_file = next(s for text, s in sessions.items() if "with a file" in text)
-            assert with_file == sessions["before the file"] != sessions["after the command"]
-            assert fake.command_responses == []  # nothing more to say: the ack was all
-        assert_no_secrets(daemon, fake)
+        shared: Env) -> None:
+    fake, tmp = shared.fake, shared.tmp
+    channel = await answered_first(fake, "before the file", user=CAROL)
+    downloads, responses = len(fake.downloads), len(fake.command_responses)
+    fake.stall_next(DOWNLOAD)
+    file = fake.add_file(b"a large file\n", name="large.txt")
+    await fake.send_event(fake.file_share_message([file], "with a file", user=CAROL))
+    await fake.wait_for(lambda: DOWNLOAD in fake.stalled, "the download held", 30)
+    command = await fake.send_slash_command("/picobridge", "new", user=CAROL)
+    await fake.wait_for_ack(command["envelope_id"], timeout=30)
+    # Acknowledged while the message before it is still downloading its file...
+    assert fake.stalled == [DOWNLOAD] and len(fake.downloads) == downloads
+    fake.release(DOWNLOAD)
+    after = fake.dm_message("after the command", user=CAROL)
+    await fake.send_event(after)
+    await reply_to(fake, channel, "after the command", timeout=60)
+    # ... and still taken in its place: the message with the file before it (in the
+    # old session), the message after it in the new one.
+    assert texts_stored(tmp, channel) == [
+        "before the file", "with a file", "/new", "after the command"]
+    sessions = sessions_asked(tmp)
+    with_file = next(s for text, s in sessions.items() if "with a file" in text)
+    assert with_file == sessions["before the file"] != sessions["after the command"]
+    # Nothing more to say: the ack was all.
+    assert len(fake.command_responses) == responses
 
 
 async def test_bursts_of_several_conversations_are_taken_in_writing_order(

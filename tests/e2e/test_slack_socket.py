@@ -20,7 +20,9 @@ from tests.e2e.slack_support import assert_no_secrets, reply_to, secrets_of, sla
 from tests.fakes.slack import DEFAULT_USER, FakeSlack
 from tests.harness import AgentJournal, Daemon, run_cli
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# One worker runs the whole module (xdist would start the module's daemon again in each).
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("test_slack_socket")]
 
 ALICE, BOB, CAROL, DAVE, ERIN = "U0ALICE", "U0BOB", "U0CAROL", "U0DAVE", "U0ERIN"
 STRANGER = "U0STRANGER"

@@ -103,6 +103,12 @@ class DiscordBase(FakeServer):
         before ``retry_after`` (on its route, or any route when global) get another one."""
         self._rate_limits.append((method, retry_after, is_global))
 
+    def clear_rate_limits(self) -> None:
+        """Drop the scripted 429s not yet sent and the waits they began."""
+        self._rate_limits.clear()
+        self._route_waits.clear()
+        self._global_wait = 0.0
+
     def _limited(self, method: str, bucket: str) -> web.Response | None:
         now = time.monotonic()
         if now < self._global_wait or now < self._route_waits.get(bucket, 0.0):
