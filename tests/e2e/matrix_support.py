@@ -5,8 +5,10 @@ server share nothing else; a test that restarts the homeserver starts its own.""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,38 @@ def assert_no_secrets(daemon: Daemon, *accounts: Account) -> None:
 
 def body(event: dict[str, Any]) -> str:
     return str(event.get("content", {}).get("body", ""))
+
+
+@dataclass
+class Shared:
+    """One daemon (and its bot) serving a module's tests: each test talks as its own people
+    (`people[role]`, allowed by the config), in rooms it makes."""
+
+    server: Synapse
+    bot: Account
+    daemon: Daemon
+    config: Path
+    tmp: Path  # the daemon's folder: state, the fake agent's state and workspace
+    people: dict[str, Account]
+
+
+@contextlib.asynccontextmanager
+async def shared_daemon(tmp: Path, server: Synapse, roles: list[str], *agent_flags: str,
+                        **options: Any) -> AsyncIterator[Shared]:
+    """`picobridge run` for a module, synced; at the end, the checks every run ends with."""
+    bot = server.register()
+    people = {role: server.register() for role in roles}
+    config = matrix_config(tmp, server, bot, [a.user_id for a in people.values()],
+                           *agent_flags, **options)
+    daemon = Daemon(config)
+    async with daemon:
+        await synced(daemon)
+        yield Shared(server, bot, daemon, config, tmp, people)
+    assert_no_secrets(daemon, bot, *people.values())
+    assert "Traceback" not in daemon.log
+
+
+def log_since(daemon: Daemon, mark: int) -> str:
+    """The daemon's log from line `mark` on (a test on a shared daemon takes
+    `len(daemon.log_lines)` at its start)."""
+    return "\n".join(daemon.log_lines[mark:])

@@ -1,4 +1,9 @@
-"""Matrix against a real Synapse: direct chats, invitations, rooms with mentions, threads."""
+"""Matrix against a real Synapse: direct chats, invitations, rooms with mentions, threads.
+
+One daemon (one bot) serves the module's tests but two: every test talks as its own people, in
+rooms it makes. Signing in with a password (a device kept over restarts) and a question of a
+prime-rpc agent (another agent) start their own.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +13,44 @@ import json
 import re
 import sys
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+import pytest_asyncio
+
 from tests.e2e.matrix_support import (
+    Shared,
     assert_no_secrets,
     body,
     matrix_config,
     person,
+    shared_daemon,
     synced,
 )
 from tests.harness import Daemon, http_port, run_cli
 from tests.synapse.person import Person
 from tests.synapse.server import Synapse
 
+pytestmark = [pytest.mark.asyncio(loop_scope="module"),
+              pytest.mark.xdist_group("matrix_chats")]
 
-async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> None:
-    bot = synapse.register()
-    alice = synapse.register()
-    config = matrix_config(tmp_path, synapse, bot, [alice.user_id],
-                           sections={"http": {"listen": "127.0.0.1:0"}})
-    async with Daemon(config) as daemon, person(synapse, alice) as me:
-        await synced(daemon)
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory,
+              synapse: Synapse) -> AsyncIterator[Shared]:
+    roles = ["direct", "inviter", "room_alice", "room_bob", "room_owner", "editor",
+             "commander"]
+    # Not coalescing (the edit test's): the others send one message at a time.
+    async with shared_daemon(tmp_path_factory.mktemp("matrix-chats"), synapse, roles,
+                             sections={"http": {"listen": "127.0.0.1:0"},
+                                       "bridge": {"coalesce": False}}) as shared:
+        yield shared
+
+
+async def test_a_direct_chat_round_trip(env: Shared) -> None:
+    synapse, bot, daemon = env.server, env.bot, env.daemon
+    async with person(synapse, env.people["direct"]) as me:
         port = await http_port(daemon)
         room = await me.create_room([bot.user_id], direct=True)
         await me.wait_joined(room, bot.user_id)
@@ -45,7 +67,6 @@ async def test_a_direct_chat_round_trip(tmp_path: Path, synapse: Synapse) -> Non
         # Every completed sync counts as hearing from the homeserver (inbound liveness).
         health = json.loads(await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/healthz"))
         assert health["platforms_last_event_seconds"]["matrix"] >= 0, health
-    assert_no_secrets(daemon, bot, alice)
 
 
 def _get(url: str) -> str:
@@ -66,13 +87,9 @@ async def room_with(synapse: Synapse, owner: Person, bot: str, *others: Person) 
     return room
 
 
-async def test_an_invitation_from_a_stranger_is_declined(tmp_path: Path,
-                                                         synapse: Synapse) -> None:
-    bot = synapse.register()
-    alice = synapse.register()
-    config = matrix_config(tmp_path, synapse, bot, [alice.user_id])
-    async with Daemon(config) as daemon, person(synapse) as stranger:
-        await synced(daemon)
+async def test_an_invitation_from_a_stranger_is_declined(env: Shared) -> None:
+    synapse, bot, daemon = env.server, env.bot, env.daemon
+    async with person(synapse) as stranger:
         room = await stranger.create_room([bot.user_id], direct=True)
         await daemon.wait_for_log(rf"declined the invitation to {re.escape(room)}")
 
@@ -86,14 +103,10 @@ async def test_an_invitation_from_a_stranger_is_declined(tmp_path: Path,
 
 
 async def test_a_room_hears_mentions_with_context_and_threads_are_sessions(
-        tmp_path: Path, synapse: Synapse) -> None:
-    bot = synapse.register()
-    alice_account, bob_account = synapse.register(), synapse.register()
-    config = matrix_config(tmp_path, synapse, bot, [alice_account.user_id,
-                                                    bob_account.user_id])
-    async with Daemon(config) as daemon, person(synapse, alice_account) as alice, \
-            person(synapse, bob_account) as bob:
-        await synced(daemon)
+        env: Shared) -> None:
+    synapse, bot = env.server, env.bot
+    async with person(synapse, env.people["room_alice"]) as alice, \
+            person(synapse, env.people["room_bob"]) as bob:
         room = await room_with(synapse, alice, bot.user_id, bob)
         await bob.say(room, "the build is red since noon")
         await alice.say(room, "anyone looking at it?")  # not for the bot: no mention
@@ -136,17 +149,12 @@ async def test_a_room_hears_mentions_with_context_and_threads_are_sessions(
                                             lambda e: body(e).startswith("You said"))
         assert "remember: blue" in body(recall) and "make of this" not in body(recall)
         assert recall["content"]["m.relates_to"]["event_id"] == root
-    assert_no_secrets(daemon, bot, alice_account, bob_account)
 
 
-async def test_a_stranger_in_a_room_hears_how_to_be_let_in(tmp_path: Path,
-                                                           synapse: Synapse) -> None:
-    bot = synapse.register()
-    alice_account, bob_account = synapse.register(), synapse.register()
-    config = matrix_config(tmp_path, synapse, bot, [alice_account.user_id])
-    async with Daemon(config) as daemon, person(synapse, alice_account) as alice, \
-            person(synapse, bob_account) as bob:
-        await synced(daemon)
+async def test_a_stranger_in_a_room_hears_how_to_be_let_in(env: Shared) -> None:
+    synapse, bot, config = env.server, env.bot, env.config
+    # bob: not allowed until the test lets him in.
+    async with person(synapse, env.people["room_owner"]) as alice, person(synapse) as bob:
         room = await room_with(synapse, alice, bot.user_id, bob)
         mention = {"m.mentions": {"user_ids": [bot.user_id]}}
         await bob.say(room, "let me in", **mention)
@@ -160,18 +168,14 @@ async def test_a_stranger_in_a_room_hears_how_to_be_let_in(tmp_path: Path,
         assert body(answer) == "echo: now?"
 
 
-async def test_an_edit_updates_a_queued_message(tmp_path: Path, synapse: Synapse) -> None:
-    bot = synapse.register()
-    alice = synapse.register()
-    config = matrix_config(tmp_path, synapse, bot, [alice.user_id],
-                           sections={"bridge": {"coalesce": False}})
-    async with Daemon(config) as daemon, person(synapse, alice) as me:
-        await synced(daemon)
+async def test_an_edit_updates_a_queued_message(env: Shared) -> None:
+    synapse, bot, daemon = env.server, env.bot, env.daemon
+    async with person(synapse, env.people["editor"]) as me:
         room = await me.create_room([bot.user_id], direct=True)
         await me.wait_joined(room, bot.user_id)
         await me.say(room, "first #slow=3")
         second = await me.say(room, "secnd")
-        await daemon.wait_for_log(r"matrix event .* -> accepted")
+        await daemon.wait_for_log(rf"matrix event {re.escape(second)} -> accepted")
         await me.send(room, {"msgtype": "m.text", "body": "* second",
                              "m.new_content": {"msgtype": "m.text", "body": "second"},
                              "m.relates_to": {"rel_type": "m.replace", "event_id": second}})
@@ -180,12 +184,9 @@ async def test_an_edit_updates_a_queued_message(tmp_path: Path, synapse: Synapse
         assert body(answer) == "echo: second"
 
 
-async def test_commands_work_with_the_prefix(tmp_path: Path, synapse: Synapse) -> None:
-    bot = synapse.register()
-    alice = synapse.register()
-    config = matrix_config(tmp_path, synapse, bot, [alice.user_id], reaction_done="")
-    async with Daemon(config) as daemon, person(synapse, alice) as me:
-        await synced(daemon)
+async def test_commands_work_with_the_prefix(env: Shared) -> None:
+    synapse, bot = env.server, env.bot
+    async with person(synapse, env.people["commander"]) as me:
         room = await me.create_room([bot.user_id], direct=True)
         await me.wait_joined(room, bot.user_id)
         await me.say(room, "remember this")
@@ -200,6 +201,9 @@ async def test_commands_work_with_the_prefix(tmp_path: Path, synapse: Synapse) -
         await me.say(room, "/help")
         help_text = await me.wait_for_message(room, bot.user_id, lambda e: "/status" in body(e))
         assert help_text["content"]["msgtype"] == "m.notice"
+
+
+# From here on: no daemon, or one of the test's own (its config is what it tests).
 
 
 async def test_check_signs_in_and_reports(tmp_path: Path, synapse: Synapse) -> None:
