@@ -345,3 +345,29 @@ def proc_status_kib(pid: int, field: str) -> int:
         if line.startswith(f"{field}:"):
             return int(line.split()[1])
     raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def unfinished(db: Path) -> int:
+    """How many messages in a daemon's store are not yet answered and delivered, and answers
+    not yet sent: none once a daemon that several tests share has finished a test's work."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM inbound"
+            "        WHERE status IN ('received', 'dispatched', 'answered'))"
+            " + (SELECT count(*) FROM outbox WHERE status = 'pending')").fetchone()
+    return int(row[0])
+
+
+async def settle(db: Path, *also: Callable[[], bool], timeout: float = WAIT) -> None:
+    """Until the daemon of the store `db` has nothing left to do (and each of `also` holds):
+    what a test on a shared daemon awaits first, so that the work of one before it (one that
+    failed midway, say) cannot reach into what it judges."""
+    # The store is another process's file: there is no event to await, so look often.
+    deadline = time.monotonic() + timeout
+    while not (all(check() for check in also) and unfinished(db) == 0):
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the shared daemon to finish the work "
+                                 "of the tests before")
+        await asyncio.sleep(0.05)

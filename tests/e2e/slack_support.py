@@ -53,3 +53,9 @@ async def reply_to(fake: FakeSlack, channel: str, needle: str, *, thread_ts: str
     """The bot's message in `channel` (optionally in a thread) whose text contains `needle`."""
     return await fake.wait_for_message(channel=channel, thread_ts=thread_ts,
                                        predicate=lambda m: needle in m.text, timeout=timeout)
+
+
+def all_acked(fake: FakeSlack) -> bool:
+    """Every event delivered so far was acknowledged (or Slack gave up waiting for it)."""
+    done = set(fake.acked_envelope_ids) | set(fake.ack_timeouts)
+    return all(d.envelope_id in done for d in fake.deliveries)

@@ -124,5 +124,6 @@ async def shared_daemon(tmp: Path, fake: FakeTelegram,
     async with daemon:
         await started(daemon, fake)
         yield SharedDaemon(fake, daemon, tmp)
+    assert daemon.returncode == 0, daemon.log[-2000:]
     assert_no_token(daemon, fake.token)
     assert "Traceback" not in daemon.log

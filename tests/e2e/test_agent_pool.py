@@ -2,7 +2,11 @@
 fake Bot API, judged by what users get and by the fake agents' shared journal (which agent
 process, by pid, received each turn, and the order of receipts, answers and exits).
 
-Concurrency is shown by overlap in that journal, never by wall time."""
+Concurrency is shown by overlap in that journal, never by wall time.
+
+Two daemons serve the tests that need only a running pool (one of four workers, one of two),
+each test in chats of its own and judging what happened during it; the tests about a stop, a
+SIGKILL, a restart or a worker that cannot start have their own daemon."""
 
 from __future__ import annotations
 
@@ -12,29 +16,35 @@ import re
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.telegram_support import replies, reply_containing, started, telegram_config
+import pytest
+import pytest_asyncio
+
+from tests.e2e.pool_support import READY, Pool, all_ready, journal, pool_config, shared_pool
+from tests.e2e.telegram_support import replies, reply_containing, started
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon, agent_command, http_port, run_cli
+from tests.harness import Daemon, agent_command, http_port, run_cli
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+# The tests on each shared daemon run on one worker (xdist would start it again in each).
+POOL_OF_FOUR = pytest.mark.xdist_group("test_agent_pool_4")
+POOL_OF_TWO = pytest.mark.xdist_group("test_agent_pool_2")
 
 CHATS = [8100 + n for n in range(8)]
+# The chats of the tests on the shared daemons, each test its own.
+CRASH_CHATS = [8110 + n for n in range(3)]
+HANG_CHATS = [8120 + n for n in range(3)]
+SPREAD_CHATS = [8200 + n for n in range(4)]
+STATUS_CHATS = [8210 + n for n in range(2)]
 TAG = re.compile(r"\bc(\d+)-(\d+)\b")
-READY = re.compile(r"agent ready pid=(\d+) worker=(\S+)")
+# The shared pool of four: a hung turn ends after this (the other turns there take at most 3 s).
+TURN_TIMEOUT = 8
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def pool_config(tmp: Path, fake: FakeTelegram, chats: list[int], *flags: str,
-                sections: dict[str, Any] | None = None, **agent: Any) -> Path:
-    return telegram_config(tmp, fake, *flags, agent=agent, sections=sections,
-                           allowed_users=chats)
-
-
-def journal(tmp: Path) -> AgentJournal:
-    return AgentJournal(tmp / "agent")
 
 
 def is_message(entry: dict[str, Any]) -> bool:
@@ -68,11 +78,6 @@ def worker_of_pid(daemon: Daemon) -> dict[int, str]:
     return {int(pid): name for pid, name in READY.findall(daemon.log)}
 
 
-async def all_ready(daemon: Daemon, workers: int) -> None:
-    await daemon.wait_until(lambda: len(READY.findall(daemon.log)) >= workers,
-                            what=f"{workers} agent workers ready")
-
-
 async def answered(fake: FakeTelegram, texts: dict[int, str], timeout: float = 30) -> None:
     """Every chat got a reply containing its text."""
     await fake.wait_for(lambda: all(replies(fake, chat, text) for chat, text in texts.items()),
@@ -96,21 +101,37 @@ def get(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+# -- the shared daemons ----------------------------------------------------------------------
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pool_of_four(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Pool]:
+    async with shared_pool(tmp_path_factory.mktemp("pool-of-four"),
+                           CHATS + CRASH_CHATS + HANG_CHATS, 4,
+                           turn_timeout=TURN_TIMEOUT) as pool:
+        yield pool
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def pool_of_two(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Pool]:
+    async with shared_pool(tmp_path_factory.mktemp("pool-of-two"),
+                           SPREAD_CHATS + STATUS_CHATS, 2) as pool:
+        yield pool
+
+
 # -- tests -----------------------------------------------------------------------------------
 
 
-async def test_chats_are_served_at_once_by_different_workers(tmp_path: Path) -> None:
+@POOL_OF_FOUR
+async def test_chats_are_served_at_once_by_different_workers(pool_of_four: Pool) -> None:
+    fake, since = pool_of_four.fake, await pool_of_four.settled()
     texts = {chat: f"#slow=2 c{chat}-0" for chat in CHATS}
-    async with (FakeTelegram() as fake,
-                Daemon(pool_config(tmp_path, fake, CHATS, pool_size=4)) as daemon):
-        await started(daemon, fake)
-        await all_ready(daemon, 4)
-        for chat, text in texts.items():
-            fake.user_message(chat, chat, text)
-        await answered(fake, {chat: f"echo: {text}" for chat, text in texts.items()})
+    for chat, text in texts.items():
+        fake.user_message(chat, chat, text)
+    await answered(fake, {chat: f"echo: {text}" for chat, text in texts.items()})
     for chat in CHATS:
         assert fake.texts(chat) == [f"echo: {texts[chat]}"]
-    entries = journal(tmp_path).entries()
+    entries = since.entries()
     assert received_count(entries) == Counter(texts.values())
     # Overlap: four agents had each received a turn before any turn was answered.
     first_answer = next(i for i, e in enumerate(entries) if e.get("event") == "answer")
@@ -127,33 +148,31 @@ async def test_chats_are_served_at_once_by_different_workers(tmp_path: Path) -> 
     assert len({pid for pid, _ in receipts(entries)}) == 4
 
 
-async def test_each_chat_stays_on_its_worker_and_waits_for_it_when_busy(tmp_path: Path) -> None:
-    chats = CHATS[:4]
-    async with (FakeTelegram() as fake,
-                Daemon(pool_config(tmp_path, fake, chats, pool_size=2)) as daemon):
-        await started(daemon, fake)
-        await all_ready(daemon, 2)
-        # Four new chats at once on two workers: they spread.
-        for chat in chats:
-            fake.user_message(chat, chat, f"#slow=1 c{chat}-0")
-        await answered(fake, {chat: f"c{chat}-0" for chat in chats})
-        for i in (1, 2):
-            for chat in reversed(chats):
-                fake.user_message(chat, chat, f"c{chat}-{i}")
-            await answered(fake, {chat: f"echo: c{chat}-{i}" for chat in chats})
-        homes = pids_of_chats(journal(tmp_path).entries())
-        assert all(len(homes[chat]) == 1 for chat in chats), homes
-        # Two chats share a worker (four chats, two workers): one keeps it busy, the other
-        # writes meanwhile while the other worker is idle.
-        pid = Counter(next(iter(homes[c])) for c in chats).most_common(1)[0][0]
-        busy, waiting = [c for c in chats if homes[c] == {pid}][:2]
-        fake.user_message(busy, busy, f"#slow=2 c{busy}-3")
-        await journal(tmp_path).wait_until(
-            lambda j: any(f"c{busy}-3" in text for _, text in receipts(j.entries())),
-            what="the busy chat's turn received")
-        fake.user_message(waiting, waiting, f"c{waiting}-3")
-        await answered(fake, {busy: f"c{busy}-3", waiting: f"echo: c{waiting}-3"})
-    entries = journal(tmp_path).entries()
+@POOL_OF_TWO
+async def test_each_chat_stays_on_its_worker_and_waits_for_it_when_busy(
+        pool_of_two: Pool) -> None:
+    fake, since, chats = pool_of_two.fake, await pool_of_two.settled(), SPREAD_CHATS
+    # Four new chats at once on two workers: they spread.
+    for chat in chats:
+        fake.user_message(chat, chat, f"#slow=1 c{chat}-0")
+    await answered(fake, {chat: f"c{chat}-0" for chat in chats})
+    for i in (1, 2):
+        for chat in reversed(chats):
+            fake.user_message(chat, chat, f"c{chat}-{i}")
+        await answered(fake, {chat: f"echo: c{chat}-{i}" for chat in chats})
+    homes = pids_of_chats(since.entries())
+    assert all(len(homes[chat]) == 1 for chat in chats), homes
+    # Two chats share a worker (four chats, two workers): one keeps it busy, the other
+    # writes meanwhile while the other worker is idle.
+    pid = Counter(next(iter(homes[c])) for c in chats).most_common(1)[0][0]
+    busy, waiting = [c for c in chats if homes[c] == {pid}][:2]
+    fake.user_message(busy, busy, f"#slow=2 c{busy}-3")
+    await pool_of_two.journal.wait_until(
+        lambda _: any(f"c{busy}-3" in text for _, text in receipts(since.entries())),
+        what="the busy chat's turn received")
+    fake.user_message(waiting, waiting, f"c{waiting}-3")
+    await answered(fake, {busy: f"c{busy}-3", waiting: f"echo: c{waiting}-3"})
+    entries = since.entries()
     homes = pids_of_chats(entries)
     assert all(len(homes[chat]) == 1 for chat in chats), homes
     assert len(set().union(*homes.values())) == 2
@@ -166,22 +185,19 @@ async def test_each_chat_stays_on_its_worker_and_waits_for_it_when_busy(tmp_path
     assert any(e.get("event") == "answer" for e in mine[busy_at:waited_at])
 
 
-async def test_a_crashed_worker_only_its_turn_is_sent_again(tmp_path: Path) -> None:
-    chats = CHATS[:3]
+@POOL_OF_FOUR
+async def test_a_crashed_worker_only_its_turn_is_sent_again(pool_of_four: Pool) -> None:
+    fake, since, chats = pool_of_four.fake, await pool_of_four.settled(), CRASH_CHATS
     slow, crash = [f"#slow=3 c{c}-0" for c in chats[:2]], f"#crash-once c{chats[2]}-0"
-    async with (FakeTelegram() as fake,
-                Daemon(pool_config(tmp_path, fake, chats, pool_size=3)) as daemon):
-        await started(daemon, fake)
-        await all_ready(daemon, 3)
-        for chat, text in zip(chats, slow, strict=False):
-            fake.user_message(chat, chat, text)
-        await journal(tmp_path).wait_until(
-            lambda j: len(receipts(j.entries())) == 2, what="two slow turns received")
-        fake.user_message(chats[2], chats[2], crash)
-        await answered(fake, {chat: f"echo: {text}"
-                              for chat, text in zip(chats, [*slow, crash], strict=True)})
-        down = [line for line in daemon.log_lines if ": agent down (" in line]
-    entries = journal(tmp_path).entries()
+    for chat, text in zip(chats, slow, strict=False):
+        fake.user_message(chat, chat, text)
+    await pool_of_four.journal.wait_until(
+        lambda _: len(receipts(since.entries())) == 2, what="two slow turns received")
+    fake.user_message(chats[2], chats[2], crash)
+    await answered(fake, {chat: f"echo: {text}"
+                          for chat, text in zip(chats, [*slow, crash], strict=True)})
+    down = [line for line in since.log_lines if ": agent down (" in line]
+    entries = since.entries()
     assert received_count(entries) == Counter({slow[0]: 1, slow[1]: 1, crash: 2})
     (exit_at,) = [i for i, e in enumerate(entries) if e.get("reason") == "crash directive"]
     crashed = entries[exit_at]["pid"]
@@ -192,40 +208,36 @@ async def test_a_crashed_worker_only_its_turn_is_sent_again(tmp_path: Path) -> N
     assert {e["pid"] for e in entries[exit_at:] if e.get("event") == "answer"} >= slow_pids
     # One worker went down and came back; the others kept their process.
     assert len(down) == 1 and "agent exited with code 3" in down[0]
-    assert len(journal(tmp_path).starts()) == 4
+    assert len(since.starts()) == 1
     for chat in chats:
         assert len(fake.texts(chat)) == 1, fake.texts(chat)
 
 
-async def test_a_hung_worker_does_not_hold_up_the_others(tmp_path: Path) -> None:
-    chats = CHATS[:3]
+@POOL_OF_FOUR
+async def test_a_hung_worker_does_not_hold_up_the_others(pool_of_four: Pool) -> None:
+    fake, since, chats = pool_of_four.fake, await pool_of_four.settled(), HANG_CHATS
     hang = f"#hang-once c{chats[0]}-0"
-    async with FakeTelegram() as fake:
-        config = pool_config(tmp_path, fake, chats, pool_size=3, turn_timeout=5)
-        async with Daemon(config) as daemon:
-            await started(daemon, fake)
-            await all_ready(daemon, 3)
-            fake.user_message(chats[0], chats[0], hang)
-            await journal(tmp_path).wait_until(
-                lambda j: any(e.get("event") == "hang" for e in j.entries()), what="the hang")
-            for chat in chats[1:]:
-                fake.user_message(chat, chat, f"c{chat}-0")
-            await answered(fake, {chat: f"echo: c{chat}-0" for chat in chats[1:]})
-            # Answered while the hung agent was still the one holding the first chat's turn.
-            assert len(journal(tmp_path).starts()) == 3
-            assert replies(fake, chats[0], "echo") == []
-            await reply_containing(fake, chats[0], f"echo: {hang}", timeout=30)
-            assert "turn timeout after 5s" in daemon.log
-            # Its worker comes back with a new process (after the backoff).
-            await journal(tmp_path).wait_until(lambda j: len(j.starts()) == 4,
-                                               what="the hung worker replaced")
-    entries = journal(tmp_path).entries()
+    fake.user_message(chats[0], chats[0], hang)
+    await pool_of_four.journal.wait_until(
+        lambda _: any(e.get("event") == "hang" for e in since.entries()), what="the hang")
+    for chat in chats[1:]:
+        fake.user_message(chat, chat, f"c{chat}-0")
+    await answered(fake, {chat: f"echo: c{chat}-0" for chat in chats[1:]})
+    # Answered while the hung agent was still the one holding the first chat's turn.
+    assert len(since.starts()) == 0
+    assert replies(fake, chats[0], "echo") == []
+    await reply_containing(fake, chats[0], f"echo: {hang}", timeout=30)
+    assert any(f"turn timeout after {TURN_TIMEOUT}s" in line for line in since.log_lines)
+    # Its worker comes back with a new process (after the backoff).
+    await pool_of_four.journal.wait_until(lambda _: len(since.starts()) == 1,
+                                          what="the hung worker replaced")
+    entries = since.entries()
     (hung,) = [e["pid"] for e in entries if e.get("event") == "hang"]
     firsts = receipts(entries)
     assert next(pid for pid, text in firsts if text == hang) == hung
     assert received_count(entries) == Counter({hang: 2, **{f"c{c}-0": 1 for c in chats[1:]}})
     # Only the hung worker was replaced; its process is gone.
-    assert len(journal(tmp_path).starts()) == 4
+    assert len(since.starts()) == 1
     assert gone(hung)
     # The user of the hung chat got the answer and nothing else.
     assert fake.texts(chats[0]) == [f"echo: {hang}"]
@@ -345,20 +357,17 @@ async def test_a_worker_that_cannot_start_leaves_the_others_serving(tmp_path: Pa
     assert any(line.startswith("ok   agent good2 ready") for line in lines), out
 
 
-async def test_status_names_the_chats_worker(tmp_path: Path) -> None:
-    chats = CHATS[:2]
-    async with (FakeTelegram() as fake,
-                Daemon(pool_config(tmp_path, fake, chats, pool_size=2)) as daemon):
-        await started(daemon, fake)
-        await all_ready(daemon, 2)
-        for chat in chats:
-            fake.user_message(chat, chat, f"#slow=1 c{chat}-0")
-        await answered(fake, {chat: f"echo: #slow=1 c{chat}-0" for chat in chats})
-        for chat in chats:
-            fake.user_message(chat, chat, "/status")
-        await answered(fake, dict.fromkeys(chats, "Agent: worker"))
-        names = worker_of_pid(daemon)
-    homes = pids_of_chats(journal(tmp_path).entries())
+@POOL_OF_TWO
+async def test_status_names_the_chats_worker(pool_of_two: Pool) -> None:
+    fake, since, chats = pool_of_two.fake, await pool_of_two.settled(), STATUS_CHATS
+    for chat in chats:
+        fake.user_message(chat, chat, f"#slow=1 c{chat}-0")
+    await answered(fake, {chat: f"echo: #slow=1 c{chat}-0" for chat in chats})
+    for chat in chats:
+        fake.user_message(chat, chat, "/status")
+    await answered(fake, dict.fromkeys(chats, "Agent: worker"))
+    names = worker_of_pid(pool_of_two.daemon)
+    homes = pids_of_chats(since.entries())
     seen = set()
     for chat in chats:
         (pid,) = homes[chat]

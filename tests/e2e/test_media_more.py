@@ -1,20 +1,76 @@
 """Files and voice, the remaining paths end to end: the console chat with the echo agent's
 `sendfile`, files in a Telegram forum topic through flood control, a Slack audio clip
-transcribed."""
+transcribed.
+
+The two Telegram tests with the usual config share one daemon (each in its own chat, judging
+only the calls and log lines made during it); the others start their own.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+import pytest_asyncio
 
 from tests.e2e.media_support import PDF, PNG, put, script_reply
 from tests.e2e.slack_support import slack_config
-from tests.e2e.telegram_support import USER, started, telegram_config
+from tests.e2e.telegram_support import USER, assert_no_token, started, telegram_config
 from tests.e2e.test_voice import SPOKEN, transcribe
+from tests.fakes.server import Call
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import AgentJournal, Daemon, base_config, run_cli, write_config
+from tests.harness import AgentJournal, Daemon, base_config, run_cli, settle, write_config
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+# The tests on the shared daemon run on one worker (xdist would start it again in each).
+SHARED = pytest.mark.xdist_group("test_media_more_shared")
 
 FORUM = -1001234567890
+REFUSED_CHAT = 4545  # the private chat of the test of a refused file
+
+
+@dataclass
+class Env:
+    fake: FakeTelegram
+    daemon: Daemon
+    tmp: Path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("media-more")
+    async with FakeTelegram() as fake:
+        daemon = Daemon(telegram_config(tmp, fake, allowed_users=[USER, REFUSED_CHAT]))
+        async with daemon:
+            await started(daemon, fake)
+            yield Env(fake, daemon, tmp)
+        assert_no_token(daemon, fake.token)
+        assert "Traceback" not in daemon.log
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(env: Env) -> AsyncIterator[Env]:
+    """The module's daemon once it has finished what the tests before gave it, with no fault
+    a test scripted on the fake left for the next."""
+    await settle(env.tmp / "state" / "picobridge.db", lambda: not env.fake.pending_updates)
+    yield env
+    env.fake.release()
+    env.fake.clear_faults()
+
+
+def calls_since(fake: FakeTelegram, start: int, method: str) -> list[Call]:
+    return [c for c in fake.calls[start:] if c.method == method]
+
+
+async def logged_since(daemon: Daemon, start: int, pattern: str) -> None:
+    regex = re.compile(pattern)
+    await daemon.wait_until(lambda: any(regex.search(line)
+                                        for line in daemon.log_lines[start:]),
+                            what=f"log line /{pattern}/")
 
 
 async def test_the_console_prints_where_the_echo_agents_files_are(tmp_path: Path) -> None:
@@ -33,28 +89,29 @@ async def test_the_console_prints_where_the_echo_agents_files_are(tmp_path: Path
         assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")  # noqa: ASYNC240
 
 
-async def test_files_go_to_the_forum_topic_and_wait_out_flood_control(tmp_path: Path) -> None:
-    put(tmp_path, "a.png", PNG)
-    put(tmp_path, "b.pdf", PDF)
-    directive = script_reply(tmp_path, "topic", "In the topic.\nMEDIA: a.png\nMEDIA: b.pdf")
-    async with FakeTelegram() as fake:
-        fake.add_chat(FORUM, "supergroup", is_forum=True)
-        name = fake.bot_user["username"]
-        async with Daemon(telegram_config(tmp_path, fake)) as daemon:
-            await started(daemon, fake)
-            fake.fail_next("sendDocument", 429, retry_after=1)
-            fake.user_message(FORUM, USER, f"@{name} files here {directive}",
-                              message_thread_id=7, is_topic_message=True)
-            await fake.wait_for(lambda: len(fake.sent_files(FORUM)) >= 2, "both files",
-                                timeout=30)
-            await daemon.wait_for_log(r"retry after 1s|flood control")
+@SHARED
+async def test_files_go_to_the_forum_topic_and_wait_out_flood_control(shared: Env) -> None:
+    fake, daemon, tmp = shared.fake, shared.daemon, shared.tmp
+    calls, logged = len(fake.calls), len(daemon.log_lines)
+    put(tmp, "a.png", PNG)
+    put(tmp, "b.pdf", PDF)
+    directive = script_reply(tmp, "topic", "In the topic.\nMEDIA: a.png\nMEDIA: b.pdf")
+    fake.add_chat(FORUM, "supergroup", is_forum=True)
+    name = fake.bot_user["username"]
+    fake.fail_next("sendDocument", 429, retry_after=1)
+    fake.user_message(FORUM, USER, f"@{name} files here {directive}",
+                      message_thread_id=7, is_topic_message=True)
+    await fake.wait_for(lambda: len(fake.sent_files(FORUM)) >= 2, "both files",
+                        timeout=30)
+    await logged_since(daemon, logged, r"retry after 1s|flood control")
     photo, document = fake.sent_files(FORUM)
     assert (photo.kind, document.kind) == ("photo", "document")
     assert {photo.message_thread_id, document.message_thread_id} == {7}
     assert photo.caption == "In the topic." and photo.reply_to_message_id is not None
     assert document.file is not None and document.file.data == PDF
-    assert len(fake.calls_to("sendPhoto")) == 1  # the photo went once, before the 429
-    assert len(fake.calls_to("sendDocument")) == 2
+    # The photo went once, before the 429.
+    assert len(calls_since(fake, calls, "sendPhoto")) == 1
+    assert len(calls_since(fake, calls, "sendDocument")) == 2
 
 
 async def test_a_slack_audio_clip_is_transcribed(tmp_path: Path) -> None:
@@ -93,18 +150,19 @@ async def test_a_streamed_draft_gives_way_to_the_files(tmp_path: Path) -> None:
     assert drafts and all(m.deleted for m in drafts)
 
 
-async def test_a_file_telegram_refuses_becomes_a_note_with_its_text(tmp_path: Path) -> None:
-    put(tmp_path, "odd.png", PNG)
-    put(tmp_path, "fine.pdf", PDF)
-    directive = script_reply(tmp_path, "refused", "Look at this.\nMEDIA: odd.png\nMEDIA: fine.pdf")
-    async with FakeTelegram() as fake, Daemon(telegram_config(tmp_path, fake)) as daemon:
-        await started(daemon, fake)
-        fake.fail_next("sendPhoto", 400, error="Bad Request: IMAGE_PROCESS_FAILED")
-        fake.user_message(USER, USER, f"look {directive}")
-        (document,) = await fake.wait_for(lambda: fake.sent_files(USER), "the document",
-                                          timeout=30)
-        log = daemon.log
-    note, sent = fake.sent_messages(USER)
+@SHARED
+async def test_a_file_telegram_refuses_becomes_a_note_with_its_text(shared: Env) -> None:
+    fake, daemon, tmp, chat = shared.fake, shared.daemon, shared.tmp, REFUSED_CHAT
+    logged = len(daemon.log_lines)
+    put(tmp, "odd.png", PNG)
+    put(tmp, "fine.pdf", PDF)
+    directive = script_reply(tmp, "refused", "Look at this.\nMEDIA: odd.png\nMEDIA: fine.pdf")
+    fake.fail_next("sendPhoto", 400, error="Bad Request: IMAGE_PROCESS_FAILED")
+    fake.user_message(chat, chat, f"look {directive}")
+    (document,) = await fake.wait_for(lambda: fake.sent_files(chat), "the document",
+                                      timeout=30)
+    log = "\n".join(daemon.log_lines[logged:])
+    note, sent = fake.sent_messages(chat)
     assert note.text == "Look at this.\n\n📎 odd.png could not be sent: Telegram refused it."
     assert sent is document and document.file is not None and document.file.data == PDF
     assert "refused photo odd.png (image_process_failed)" in log.lower()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from tests.e2e.telegram_support import (
     telegram_config,
 )
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import Daemon
+from tests.harness import Daemon, settle
 
 # One worker runs the whole module (xdist would start the module's daemon again in each).
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
@@ -39,6 +40,7 @@ class Env:
     fake: FakeTelegram
     daemon: Daemon
     journal: PrimeJournal
+    db: Path
 
 
 class Since:
@@ -47,6 +49,12 @@ class Since:
     def __init__(self, env: Env) -> None:
         self.journal = env.journal
         self.start = len(env.journal.entries())
+
+    @classmethod
+    async def settled(cls, env: Env) -> Since:
+        """Once the daemon has finished what the tests before gave it."""
+        await settle(env.db, lambda: not env.fake.pending_updates)
+        return cls(env)
 
     def requests(self, kind: str) -> list[dict[str, Any]]:
         return [e["record"] for e in self.journal.entries()[self.start:]
@@ -64,14 +72,14 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
         daemon = Daemon(config)
         async with daemon:
             await started(daemon, fake)
-            yield Env(fake, daemon, journal(tmp))
+            yield Env(fake, daemon, journal(tmp), tmp / "state" / "picobridge.db")
         assert daemon.returncode == 0
         assert_no_token(daemon, fake.token)
         assert "Traceback" not in daemon.log
 
 
 async def test_two_chats_files_and_photos(env: Env) -> None:
-    fake, since = env.fake, Since(env)
+    fake, since = env.fake, await Since.settled(env)
     fake.user_message(USER, USER, "alpha")
     await reply_containing(fake, USER, "you said: alpha")
     fake.user_message(OTHER_USER, OTHER_USER, "beta")
@@ -104,7 +112,7 @@ async def test_two_chats_files_and_photos(env: Env) -> None:
 
 
 async def test_stop_aborts_the_running_turn(env: Env) -> None:
-    fake, since, chat = env.fake, Since(env), STOPPER
+    fake, since, chat = env.fake, await Since.settled(env), STOPPER
     fake.user_message(chat, chat, "#stall think about it")
     await env.journal.wait_until(lambda _: bool(since.requests("prompt")), what="the prompt")
     fake.user_message(chat, chat, "/stop")
@@ -120,7 +128,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 
 
 async def test_an_image_label_is_not_enough_the_bytes_decide(env: Env) -> None:
-    fake, since, chat = env.fake, Since(env), LABELLER
+    fake, since, chat = env.fake, await Since.settled(env), LABELLER
     fake.user_document(chat, chat, b"not a picture at all\n" * 20, "chart.png",
                        "image/png", caption="the liar")
     await reply_containing(fake, chat, "the liar")

@@ -16,9 +16,9 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.media_support import JPEG, PDF, PNG, put, script_reply
-from tests.e2e.slack_support import assert_no_secrets, reply_to, slack_config
+from tests.e2e.slack_support import all_acked, assert_no_secrets, reply_to, slack_config
 from tests.fakes.slack import DEFAULT_USER, FakeSlack
-from tests.harness import Daemon
+from tests.harness import Daemon, settle
 
 # One worker runs the whole module (xdist would start the module's daemon again in each).
 pytestmark = [pytest.mark.asyncio(loop_scope="module"),
@@ -32,6 +32,10 @@ class Env:
     fake: FakeSlack
     daemon: Daemon
     tmp: Path
+
+    async def settled(self) -> None:
+        """Once the daemon has finished what the tests before gave it."""
+        await settle(self.tmp / "state" / "picobridge.db", lambda: all_acked(self.fake))
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -48,6 +52,7 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
 
 async def test_attachments_media_lines_and_images_arrive_in_one_upload(env: Env) -> None:
     fake, tmp = env.fake, env.tmp
+    await env.settled()
     uploaded = len(fake.uploaded_files)
     completed = len(fake.calls_to("files.completeUploadExternal"))
     put(tmp, "out/report.pdf", PDF)
@@ -84,6 +89,7 @@ async def test_attachments_media_lines_and_images_arrive_in_one_upload(env: Env)
 
 async def test_a_long_text_goes_first_and_the_files_follow_in_the_thread(env: Env) -> None:
     fake, tmp = env.fake, env.tmp
+    await env.settled()
     uploaded = len(fake.uploaded_files)
     put(tmp, "a.png", PNG)
     long_text = "A long answer, paragraph after paragraph.\n\n" * 120

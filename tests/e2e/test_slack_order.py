@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.e2e.slack_support import assert_no_secrets, reply_to, slack_config
+from tests.e2e.slack_support import all_acked, assert_no_secrets, reply_to, slack_config
 from tests.fakes.server import DOWNLOAD
 from tests.fakes.slack import FakeSlack
-from tests.harness import SHORT_BUSY_TIMEOUT, AgentJournal, Daemon
+from tests.harness import SHORT_BUSY_TIMEOUT, AgentJournal, Daemon, settle
 from tests.storage_faults import write_lock
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -177,9 +177,11 @@ async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
         assert "Traceback" not in daemon.log
 
 
-@pytest.fixture
-def shared(env: Env) -> Iterator[Env]:
-    """The module's daemon, with no fault a test scripted on the fake left for the next."""
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared(env: Env) -> AsyncIterator[Env]:
+    """The module's daemon once it has finished what the tests before gave it, with no fault
+    a test scripted on the fake left for the next."""
+    await settle(env.tmp / "state" / "picobridge.db", lambda: all_acked(env.fake))
     yield env
     env.fake.release()
     env.fake.clear_faults()

@@ -3,7 +3,11 @@
 and message ts on both, routed to different agents: each message is answered by its own app
 and agent, and each app keeps its own chats, dedupe keys, allow list and sessions; a SIGKILL
 mid-backlog loses nothing on either, and in HTTP mode each app's events path takes its own
-signing secret only."""
+signing secret only.
+
+One daemon with both apps serves the tests that only talk to it (each with users of its own,
+judging what the agents got from its start on); the SIGKILL and the HTTP mode tests start
+their own."""
 
 from __future__ import annotations
 
@@ -11,10 +15,14 @@ import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.slack_support import http_port, reply_to
+import pytest
+import pytest_asyncio
+
+from tests.e2e.slack_support import all_acked, http_port, reply_to
 from tests.fakes.slack import DEFAULT_USER, FakeSlack
 from tests.harness import (
     AgentJournal,
@@ -22,12 +30,17 @@ from tests.harness import (
     base_config,
     named_agent,
     sessions_by_chat,
+    settle,
     write_config,
 )
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+# The tests on the shared daemon run on one worker (xdist would start it again in each).
+SHARED = pytest.mark.xdist_group("test_slack_several_apps_shared")
+
 ACME_BOT_TOKEN, ACME_APP_TOKEN = "xoxb-2-acme-bot-token-x7", "xapp-2-A2-acme-app-token"
 OUTSIDER = "U0OUTSIDER"  # allowed on the default app only
-
+FILER = "U0FILER"  # the user of the test of shared files, on both apps
 
 
 def app_keys(fake: FakeSlack, users: list[str]) -> dict[str, Any]:
@@ -60,40 +73,71 @@ def texts(fake: FakeSlack) -> list[str]:
     return [m.text for m in fake.posted_messages()]
 
 
-async def test_two_apps_same_ids_each_answered_by_its_own_agent(tmp_path: Path) -> None:
+@dataclass
+class Env:
+    home: FakeSlack
+    acme: FakeSlack
+    config: Path
+    tmp: Path
+
+    def agent_got(self, name: str) -> list[dict[str, Any]]:
+        return AgentJournal(self.tmp / f"agent-{name}").messages()
+
+    async def settled(self) -> None:
+        """Once the daemon has finished what the tests before gave it."""
+        await settle(self.tmp / "state" / "picobridge.db", lambda: all_acked(self.home),
+                     lambda: all_acked(self.acme))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("slack-several-apps")
     async with two_workspaces() as (home, acme):
-        path = apps_config(tmp_path, app_keys(home, [DEFAULT_USER, OUTSIDER]),
-                           app_keys(acme, [DEFAULT_USER]))
-        async with Daemon(path) as daemon:
+        path = apps_config(tmp, app_keys(home, [DEFAULT_USER, OUTSIDER, FILER]),
+                           app_keys(acme, [DEFAULT_USER, FILER]))
+        daemon = Daemon(path)
+        async with daemon:
             await home.wait_for_socket()
             await acme.wait_for_socket()
-            # The same DM channel, user and message ts on both workspaces.
-            first = home.dm_message("hello home")
-            await home.send_event(first)
-            await acme.send_event(acme.dm_message("hello acme", ts=first["ts"]))
-            await reply_to(home, first["channel"], "[family] echo: hello home")
-            await reply_to(acme, first["channel"], "[coder] echo: hello acme")
-            # The acme app's own allow list.
-            await acme.send_event(acme.dm_message("let me in", user=OUTSIDER))
-            notices = await acme.wait_for(
-                lambda: [e for e in acme.ephemeral_messages if e.user == OUTSIDER])
-            assert f"picobridge access allow slack@acme:{OUTSIDER}" in notices[0].text
-            second = home.dm_message("what did I just say")
-            await home.send_event(second)
-            await acme.send_event(acme.dm_message("what did I just say", ts=second["ts"]))
-            await reply_to(home, first["channel"], "[family] You said: hello home")
-            await reply_to(acme, first["channel"], "[coder] You said: hello acme")
+            yield Env(home, acme, path, tmp)
         assert daemon.returncode == 0
         for secret in (ACME_BOT_TOKEN, ACME_APP_TOKEN, home.bot_token, home.app_token):
             assert not any(secret in line for line in daemon.log_lines + daemon.stdout_lines)
+        assert "Traceback" not in daemon.log
+    # Whatever came after a test's own checks: still no answer by the other app's agent.
+    assert not any("[coder]" in text for text in texts(home))
+    assert not any("[family]" in text for text in texts(acme))
+
+
+@SHARED
+async def test_two_apps_same_ids_each_answered_by_its_own_agent(env: Env) -> None:
+    home, acme = env.home, env.acme
+    await env.settled()
+    seen = {name: len(env.agent_got(name)) for name in ("family", "coder")}
+    # The same DM channel, user and message ts on both workspaces.
+    first = home.dm_message("hello home")
+    await home.send_event(first)
+    await acme.send_event(acme.dm_message("hello acme", ts=first["ts"]))
+    await reply_to(home, first["channel"], "[family] echo: hello home")
+    await reply_to(acme, first["channel"], "[coder] echo: hello acme")
+    # The acme app's own allow list.
+    await acme.send_event(acme.dm_message("let me in", user=OUTSIDER))
+    notices = await acme.wait_for(
+        lambda: [e for e in acme.ephemeral_messages if e.user == OUTSIDER])
+    assert f"picobridge access allow slack@acme:{OUTSIDER}" in notices[0].text
+    second = home.dm_message("what did I just say")
+    await home.send_event(second)
+    await acme.send_event(acme.dm_message("what did I just say", ts=second["ts"]))
+    await reply_to(home, first["channel"], "[family] You said: hello home")
+    await reply_to(acme, first["channel"], "[coder] You said: hello acme")
 
     assert not any("[coder]" in text for text in texts(home))
     assert not any("[family]" in text for text in texts(acme))
-    family = [m["content"] for m in AgentJournal(tmp_path / "agent-family").messages()]
-    coder = [m["content"] for m in AgentJournal(tmp_path / "agent-coder").messages()]
+    family = [m["content"] for m in env.agent_got("family")[seen["family"]:]]
+    coder = [m["content"] for m in env.agent_got("coder")[seen["coder"]:]]
     assert family == ["hello home", "what did I just say"]
     assert coder == ["hello acme", "what did I just say"]
-    lines = await sessions_by_chat(path)
+    lines = await sessions_by_chat(env.config)
     assert "\tagent default\t" in lines[f"slack:{first['channel']}"]
     assert "\tagent coder\t" in lines[f"slack@acme:{first['channel']}"]
     assert not any(key.startswith("slack@acme:") and OUTSIDER in key for key in lines)
@@ -221,22 +265,19 @@ def http_app(fake: FakeSlack, secret: str) -> dict[str, Any]:
     return keys
 
 
-async def test_each_app_keeps_the_files_people_share_in_a_folder_of_its_own(
-        tmp_path: Path) -> None:
-    async with two_workspaces() as (home, acme):
-        path = apps_config(tmp_path, app_keys(home, [DEFAULT_USER]), app_keys(acme, [DEFAULT_USER]))
-        async with Daemon(path):
-            await home.wait_for_socket()
-            await acme.wait_for_socket()
-            for fake, name in ((home, "home"), (acme, "acme")):
-                shared = fake.add_file(b"\x00" + name.encode(), "same.bin",
-                                       "application/octet-stream")
-                await fake.send_event(fake.file_share_message([shared], f"{name} file"))
-                await reply_to(fake, fake.dm_channel(), f"\n\n{name} file")
-    media = (tmp_path / "state" / "media").resolve()
+@SHARED
+async def test_each_app_keeps_the_files_people_share_in_a_folder_of_its_own(env: Env) -> None:
+    await env.settled()
+    seen = {name: len(env.agent_got(name)) for name in ("family", "coder")}
+    for fake, name in ((env.home, "home"), (env.acme, "acme")):
+        shared = fake.add_file(b"\x00" + name.encode(), "same.bin", "application/octet-stream",
+                               user=FILER)
+        await fake.send_event(fake.file_share_message([shared], f"{name} file", user=FILER))
+        await reply_to(fake, fake.dm_channel(FILER), f"\n\n{name} file")
+    media = (env.tmp / "state" / "media").resolve()
     for agent_name, folder, content in (("family", "slack", b"\x00home"),
                                         ("coder", "slack@acme", b"\x00acme")):
-        (message,) = AgentJournal(tmp_path / f"agent-{agent_name}").messages()
+        (message,) = env.agent_got(agent_name)[seen[agent_name]:]
         (attachment,) = message["attachments"]
         saved = Path(attachment["content"].split("saved to ", 1)[1].split("\n", 1)[0])
         assert saved.parent == media / folder
