@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
+from urllib.parse import unquote
 
 import pytest
 from hypothesis import example, given, settings
@@ -142,14 +143,17 @@ def test_property_markdown_chunks_are_valid(text: str, limit: int) -> None:
     )
 )
 @example(text="[](a)")  # a link with no label: Slack shows its address
+@example(text="[](a<)")  # a "<" in an address arrives percent-encoded (%3C)
 def test_property_words_and_specials_survive(text: str) -> None:
     def counts(s: str) -> Counter[str]:
         return Counter(ch for ch in s if ch in "ab<&")
 
     rendered = "".join(render_slack(text, 60))
     # Slack's link markup (<url> or <url|label>) is the rendering of a Markdown link, not
-    # content; a literal < or > in the text arrives escaped (&lt; &gt;).
-    rendered = re.sub(r"<([^<>|]*)(?:\|([^<>]*))?>", r"\1\2", rendered)
+    # content; a literal < or > in the text arrives escaped (&lt; &gt;), and in an address
+    # percent-encoded (the alphabet has no "%" of its own to be mistaken for one).
+    rendered = re.sub(r"<([^<>|]*)(?:\|([^<>]*))?>",
+                      lambda m: unquote(m.group(1)) + (m.group(2) or ""), rendered)
     shown = counts(html.unescape(rendered))
     # Only a code fence's info string (its language) may go missing.
     infos = "".join(m.group(1) for m in _FENCE_INFO.finditer(text))
