@@ -65,11 +65,12 @@ async def test_sends_go_out_at_telegrams_overall_rate(fake: FakeTelegram, transp
     times = [c.time for c in fake.calls_to("sendMessage")]
     assert len(times) == len(chats)
     # A second's worth at once, then one every 1/30 s: 90 sends take about two seconds.
-    # Unpaced, they would all arrive in a burst: an excess of about 60. Half a second's worth
-    # of slack for the jitter between sending and arriving: calls paced on the sender's clock
+    # Unpaced, they would all arrive in a burst: an excess of about 60. A second's worth of
+    # slack for the jitter between sending and arriving: calls paced on the sender's clock
     # reach the fake bunched when a loaded machine holds the process (CI's parallel run saw
-    # 4 calls' worth with a slack of 3).
-    assert excess(times, PER_SECOND, PER_SECOND) <= PER_SECOND / 2, sorted(
+    # 4 calls' worth with a slack of 3, and 17.8 with a slack of 15); an unpaced sender still
+    # exceeds it twice over.
+    assert excess(times, PER_SECOND, PER_SECOND) <= PER_SECOND, sorted(
         t - times[0] for t in times)
 
 
