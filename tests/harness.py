@@ -214,6 +214,11 @@ class Daemon:
     def log(self) -> str:
         return "\n".join(self.log_lines)
 
+    def log_since(self, mark: int) -> str:
+        """The log from line `mark` on: a test on a daemon that several tests share takes
+        `len(daemon.log_lines)` at its start."""
+        return "\n".join(self.log_lines[mark:])
+
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = WAIT,
                          what: str = "condition") -> None:
         async def wait() -> None:

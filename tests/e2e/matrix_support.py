@@ -110,8 +110,3 @@ async def shared_daemon(tmp: Path, server: Synapse, roles: list[str], *agent_fla
     assert_no_secrets(daemon, bot, *people.values())
     assert "Traceback" not in daemon.log
 
-
-def log_since(daemon: Daemon, mark: int) -> str:
-    """The daemon's log from line `mark` on (a test on a shared daemon takes
-    `len(daemon.log_lines)` at its start)."""
-    return "\n".join(daemon.log_lines[mark:])

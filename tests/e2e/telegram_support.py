@@ -80,7 +80,7 @@ class SharedDaemon:
     @property
     def log(self) -> str:
         """What the daemon logged during the current test."""
-        return "\n".join(self.daemon.log_lines[self.log_start:])
+        return self.daemon.log_since(self.log_start)
 
     async def wait_for_log(self, pattern: str, timeout: float = WAIT) -> str:
         """The first line matching `pattern` logged during the current test."""

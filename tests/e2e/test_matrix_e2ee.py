@@ -27,7 +27,6 @@ from picobridge import exit_codes
 from tests.e2e.matrix_support import (
     Shared,
     assert_no_secrets,
-    log_since,
     matrix_config,
     shared_daemon,
     synced,
@@ -314,10 +313,10 @@ async def test_a_message_that_cannot_be_decrypted_is_reported(tmp_path: Path,
         # waited for once, not again for each of its messages.
         assert sum("decrypt" in text(e) for e in me.from_user(room, bot.user_id)) == 2
     # The daemon runs on: its log is read as it comes, so wait for the lines, then count them.
-    await daemon.wait_until(lambda: log_since(daemon, mark).count("could not be decrypted") >= 2
-                            and "encryption: to-device event from" in log_since(daemon, mark),
+    await daemon.wait_until(lambda: daemon.log_since(mark).count("could not be decrypted") >= 2
+                            and "encryption: to-device event from" in daemon.log_since(mark),
                             what="both reported in the log, and the to-device event")
-    log = log_since(daemon, mark)
+    log = daemon.log_since(mark)
     assert log.count("could not be decrypted") == 2
     assert log.count("waiting for the key of") == 1
 

@@ -161,7 +161,7 @@ async def test_a_file_telegram_refuses_becomes_a_note_with_its_text(shared: Env)
     fake.user_message(chat, chat, f"look {directive}")
     (document,) = await fake.wait_for(lambda: fake.sent_files(chat), "the document",
                                       timeout=30)
-    log = "\n".join(daemon.log_lines[logged:])
+    log = daemon.log_since(logged)
     note, sent = fake.sent_messages(chat)
     assert note.text == "Look at this.\n\n📎 odd.png could not be sent: Telegram refused it."
     assert sent is document and document.file is not None and document.file.data == PDF
